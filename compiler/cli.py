@@ -1,0 +1,185 @@
+"""The ``tessera`` command.  Exit codes: see docs/cli.md (and ``errors.py``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import TesseraError
+
+console = Console(stderr=True)
+out = Console(width=None if sys.stdout.isatty() else 200)
+
+EXIT_MISMATCH = 1
+EXIT_INTERNAL = 10
+
+
+def _handle_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        debug = click.get_current_context().find_root().params.get("debug", False)
+        try:
+            return fn(*args, **kwargs)
+        except TesseraError as exc:
+            if debug:
+                raise
+            console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            console.print("[bold red]interrupted[/]")
+            sys.exit(130)
+        except Exception as exc:  # anything else is our bug: say so in one line
+            if debug:
+                raise
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {first} (rerun with --debug for a traceback)",
+                          highlight=False, soft_wrap=True)
+            sys.exit(EXIT_INTERNAL)
+
+    return wrapper
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, disable=not console.is_terminal)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.version_option(package_name="tessera")
+def main(debug: bool) -> None:
+    """Tessera: quantized neural networks to FPGAs through hls4ml, verified bit for bit."""
+
+
+@main.command("compile")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(path_type=Path), help="Project folder to create.")
+@click.option("--io-type", type=click.Choice(["parallel", "stream"]), default="parallel", show_default=True)
+@click.option("--reuse", type=int, default=1, show_default=True, help="hls4ml reuse factor.")
+@click.option("--part", default="xcu250", show_default=True, help="FPGA part (xcu250, vu9p, zu9eg or a full part name).")
+@click.option("--clock", "clock_period", type=float, default=5.0, show_default=True, help="Clock period in ns.")
+@click.option("--project-name", default="tessera_model", show_default=True)
+@click.option("--tb-samples", type=int, default=64, show_default=True, help="Reference samples written for the testbench.")
+@click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
+@_handle_errors
+def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name, tb_samples, force):
+    """Compile a QONNX/QCDQ MODEL into a complete Vitis HLS project."""
+    from .emit import write_project
+    from .frontend import compile_ir
+    from .lower.hls4ml_lower import HlsOptions
+
+    t0 = time.perf_counter()
+    opts = HlsOptions(io_type=f"io_{io_type}", reuse=reuse, part=part, clock_period=clock_period, project_name=project_name)
+    with console.status("reading and typing the model"):
+        graph = compile_ir(model)
+    with console.status(f"writing the HLS project ({opts.io_type}) with hls4ml"):
+        prj = write_project(graph, model, out_dir, opts, tb_samples=tb_samples, force=force)
+    out.print(f"compiled {model} -> {prj} ({len(graph.nodes)} ops, {opts.io_type}, reuse {reuse}) in {time.perf_counter() - t0:.1f} s")
+
+
+@main.command()
+@click.argument("project", type=click.Path(path_type=Path))
+@click.option("--input", "input_path", required=True, type=click.Path(path_type=Path), help=".npy of real-valued inputs (N, *shape).")
+@click.option("--output", "output_path", required=True, type=click.Path(path_type=Path), help=".npy to write.")
+@click.option("--codes", is_flag=True, help="Input and output are integer codes instead of real values.")
+@_handle_errors
+def emulate(project, input_path, output_path, codes):
+    """Run PROJECT's g++ C-simulation on an input array."""
+    import numpy as np
+
+    from .errors import InputDataError
+    from .sim.csim import CSim
+    from .verify import load_inputs
+
+    sim = CSim(project)
+    if codes:
+        try:
+            x = np.load(input_path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputDataError(f"cannot read input array {input_path}: {exc}") from None
+        if not np.issubdtype(x.dtype, np.integer):
+            raise InputDataError(f"{input_path}: --codes needs an integer array, got {x.dtype}")
+        lo, hi = sim.manifest["input"]["range"]
+        if x.size and (x.min() < lo or x.max() > hi):
+            raise InputDataError(f"{input_path}: codes outside the input type's range [{lo}, {hi}]")
+    else:
+        x = load_inputs(input_path, sim.manifest)
+    with console.status("building the C-simulation (g++)"):
+        sim.build()
+    with _progress() as p:
+        task = p.add_task("emulating", total=len(x))
+        y = sim.run_codes(x, progress=lambda k: p.advance(task, k))
+    result = y if codes else np.ldexp(y.astype(np.float64), -sim.manifest["output"]["frac"])
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(output_path, result)
+    out.print(f"emulated {len(x)} samples -> {output_path}")
+
+
+@main.command("verify")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.argument("project", type=click.Path(path_type=Path))
+@click.option("--samples", type=int, default=1000, show_default=True, help="Random inputs over the full input type range.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--data", type=click.Path(path_type=Path), help="Also verify on these real-valued inputs (.npy).")
+@click.option("--user-samples", type=int, default=100, show_default=True,
+              help="Samples on which the user's exported model is run for the agreement count (0 to skip).")
+@click.option("--report", type=click.Path(path_type=Path), help="Write the JSON report here.")
+@_handle_errors
+def verify_cmd(model, project, samples, seed, data, user_samples, report):
+    """Check PROJECT's C-simulation == the exact reference of MODEL on every output."""
+    from .verify import verify
+
+    if samples < 0:
+        raise click.BadParameter("must be >= 0", param_hint="--samples")
+    with _progress() as p:
+        task = p.add_task("C-simulation", total=None)
+        rep = verify(model, project, samples=samples, seed=seed, data=data, user_samples=user_samples,
+                     progress=lambda k: p.advance(task, k))
+    if report:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(rep.to_dict(), indent=1))
+    for m in rep.first_mismatches:
+        out.print(f"mismatch: sample {m['sample']} output {m['output']}: expected {m['expected']} got {m['got']}")
+    out.print(f"testbench (g++): {rep.testbench}")
+    if rep.user_model:
+        u = rep.user_model
+        out.print(f"user model ({u['tool']}): {u['outputs'] - u['differing_outputs']}/{u['outputs']} outputs equal the exact reference")
+    ok = rep.mismatches == 0 and rep.reference_vs_integer_semantics_mismatches == 0 and rep.testbench.startswith("passed")
+    if rep.reference_vs_integer_semantics_mismatches:
+        out.print(f"reference vs integer semantics: {rep.reference_vs_integer_semantics_mismatches} mismatches")
+    out.print(f"verified: {rep.samples} samples, {rep.outputs} outputs, {rep.mismatches} mismatches")
+    if not ok:
+        sys.exit(EXIT_MISMATCH)
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@_handle_errors
+def inspect(model, as_json):
+    """Show MODEL's ops, fixed-point types, accumulator widths and MACs."""
+    from .emit import layer_table
+    from .frontend import compile_ir
+
+    graph = compile_ir(model)
+    rows = layer_table(graph)
+    tin = graph.values[graph.input]
+    if as_json:
+        out.print_json(json.dumps({"input": {"shape": list(tin.shape), "type": tin.ftype.describe()}, "layers": rows}))
+        return
+    table = Table(title=f"{model}  (input {tin.shape} {tin.ftype.describe()}, sN.fF = N-bit signed with F fractional bits)")
+    for col in ("node", "op", "shape", "type", "hls type", "code range", "MACs"):
+        table.add_column(col, justify="right" if col == "MACs" else "left")
+    for r, node in zip(rows, graph.nodes):
+        table.add_row(r["node"], r["op"], str(tuple(r["shape"])), r["type"], graph.values[node.output].ftype.hls(),
+                      f"[{r['range'][0]}, {r['range'][1]}]", f"{r['macs']:,}")
+    out.print(table)
+    out.print(f"total MACs per sample: {sum(r['macs'] for r in rows):,}")

@@ -1,0 +1,133 @@
+"""Write a complete Vitis HLS project: hls4ml's project + Tessera's exact testbench and data.
+
+The project is written into a temporary sibling folder and renamed at the end, so an
+interrupted compile never leaves a folder that looks complete.  ``tessera.json`` records
+the model hash, types and layouts that ``emulate`` and ``verify`` rely on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from .. import __version__
+from ..hls_templates import path as template_path, render
+from .errors import ProjectError
+from .ir.graph import Graph
+from .lower.hls4ml_lower import HlsOptions, lower_to_hls4ml
+from .ops import OPS
+from .reference.emit import OrtReference, emit_reference
+from .samples import sample_codes
+
+MANIFEST = "tessera.json"
+
+
+def sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def layer_table(graph: Graph) -> list[dict]:
+    rows = []
+    for node in graph.nodes:
+        t = graph.values[node.output]
+        ins = [graph.values[v] for v in node.inputs]
+        rows.append({
+            "node": node.name, "op": node.op, "shape": list(t.shape), "type": t.ftype.describe(),
+            "width": t.ftype.width, "frac": t.ftype.frac, "signed": t.ftype.signed, "range": [t.lo, t.hi],
+            "macs": OPS[node.op].macs(node.attrs, ins, t),
+        })
+    return rows
+
+
+def _io_entry(graph: Graph, value: str, perm: np.ndarray) -> dict:
+    t = graph.values[value]
+    return {"shape": list(t.shape), "width": t.ftype.width, "frac": t.ftype.frac, "signed": t.ftype.signed,
+            "range": [t.lo, t.hi], "perm": perm.tolist()}
+
+
+def write_project(graph: Graph, model_path: str | Path, out_dir: str | Path, opts: HlsOptions,
+                  tb_samples: int = 64, force: bool = False) -> Path:
+    out = Path(out_dir).resolve()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not force:
+            raise ProjectError(f"output folder {out} exists and is not empty (use --force to replace it)")
+    tmp = out.parent / f".{out.name}.tessera-tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        model, lowering = lower_to_hls4ml(graph, opts, str(tmp))
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            model.write()
+        cfg = tmp / "hls4ml_config.yml"
+        cfg.write_text("\n".join("OutputDir: ." if ln.startswith("OutputDir:") else ln for ln in cfg.read_text().splitlines()) + "\n")
+
+        ref_model = emit_reference(graph)
+        onnx.save(ref_model, tmp / "reference.onnx")
+        pin, pout = lowering.perm[graph.input], lowering.perm[graph.output]
+        codes = sample_codes(graph.values[graph.input], tb_samples, seed=1234)
+        expected = OrtReference(ref_model).run(codes)
+        n = len(codes)
+        cin, cout = codes.reshape(n, -1)[:, pin], expected.reshape(n, -1)[:, pout]
+        tb = tmp / "tb_data"
+        tb.mkdir(exist_ok=True)
+        np.savetxt(tb / "tessera_input_codes.txt", cin, fmt="%d")
+        np.savetxt(tb / "tessera_expected_codes.txt", cout, fmt="%d")
+        # hls4ml's own testbench (used by Vitis HLS csim) reads real values.
+        fin, fout = graph.values[graph.input].ftype.frac, graph.values[graph.output].ftype.frac
+        np.savetxt(tb / "tb_input_features.dat", np.ldexp(cin.astype(np.float64), -fin), fmt="%.17g")
+        np.savetxt(tb / "tb_output_predictions.dat", np.ldexp(cout.astype(np.float64), -fout), fmt="%.17g")
+        (tmp / "tessera_tb.cpp").write_text(render(
+            "testbench/tessera_tb.cpp.tpl", project=opts.project_name, n_in=cin.shape[1], n_out=cout.shape[1],
+            in_frac=fin, out_frac=fout))
+        script = tmp / "build_tessera_tb.sh"
+        script.write_text(template_path("testbench/build_tessera_tb.sh").read_text())
+        script.chmod(0o755)
+
+        manifest = {
+            "tessera_version": __version__,
+            "model_file": Path(model_path).name,
+            "model_sha256": sha256(model_path),
+            "options": asdict(opts),
+            "input": _io_entry(graph, graph.input, pin),
+            "input_quant": {"width": graph.input_quant.out.width, "frac": graph.input_quant.out.frac,
+                            "signed": graph.input_quant.out.signed, "narrow": graph.input_quant.narrow,
+                            "rounding": graph.input_quant.rounding},
+            "output": _io_entry(graph, graph.output, pout),
+            "layers": layer_table(graph),
+            "hls_layers": [{"name": L.name, "class": L.class_name,
+                            "types": {k: str(v.precision) for k, v in L.types.items()}} for L in model.get_layers()],
+            "testbench_samples": n,
+            "lowering_seconds": round(time.perf_counter() - t0, 3),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def read_manifest(prj: str | Path) -> dict:
+    p = Path(prj) / MANIFEST
+    if not p.is_file():
+        raise ProjectError(f"{prj} is not a Tessera project (no {MANIFEST}; was the compile interrupted?)")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError:
+        raise ProjectError(f"{p} is corrupt (not JSON)") from None

@@ -1,0 +1,49 @@
+"""Errors the compiler reports to users, each with a documented exit code.
+
+Every error a user can cause is a :class:`TesseraError` subclass; the CLI prints its
+message on one line and exits with its ``exit_code`` (see docs/cli.md).
+"""
+
+from __future__ import annotations
+
+
+class TesseraError(Exception):
+    """Base class: a failure with a one-line message and a process exit code."""
+
+    exit_code = 10
+
+
+class ModelLoadError(TesseraError):
+    """The model file is missing, truncated or not ONNX."""
+
+    exit_code = 3
+
+
+class UnsupportedModelError(TesseraError):
+    """The model uses an op, attribute or quantization the compiler cannot make exact."""
+
+    exit_code = 4
+
+
+class ToolchainError(TesseraError):
+    """A required system tool (g++) is missing."""
+
+    exit_code = 5
+
+
+class ProjectError(TesseraError):
+    """An output/project folder is unusable (exists, incomplete, wrong model)."""
+
+    exit_code = 6
+
+
+class SimulationError(TesseraError):
+    """The C-simulation failed to build or run."""
+
+    exit_code = 7
+
+
+class InputDataError(TesseraError):
+    """An input array for emulate/verify has the wrong shape or cannot be read."""
+
+    exit_code = 8

@@ -1,0 +1,39 @@
+"""Read an ONNX file safely: every failure becomes a one-line :class:`ModelLoadError`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from ..errors import ModelLoadError, UnsupportedModelError
+
+MIN_OPSET = 11
+
+
+def load_onnx(path: str | Path) -> onnx.ModelProto:
+    p = Path(path)
+    if not p.exists():
+        raise ModelLoadError(f"model file not found: {p}")
+    if not p.is_file():
+        raise ModelLoadError(f"model path is not a file: {p}")
+    data = p.read_bytes()
+    if not data:
+        raise ModelLoadError(f"model file is empty: {p}")
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise ModelLoadError(f"{p} is not a readable ONNX model (truncated or not ONNX): {exc.__class__.__name__}") from None
+    graph = model.graph
+    if not graph.node or not graph.output or not graph.input:
+        raise ModelLoadError(f"{p} is not a complete ONNX model (no nodes, inputs or outputs): truncated or not ONNX")
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid model"
+        raise ModelLoadError(f"{p} fails ONNX validation: {first}") from None
+    opset = {o.domain: o.version for o in model.opset_import}
+    if opset.get("", opset.get("ai.onnx", MIN_OPSET)) < MIN_OPSET:
+        raise UnsupportedModelError(f"{p}: ONNX opset {opset.get('')} is older than the supported minimum {MIN_OPSET}")
+    return model

@@ -1,0 +1,276 @@
+"""QONNX (and QCDQ) -> typed IR.
+
+Cleans the model with qonnx's own transformations, then walks it once: ``Quant`` on
+constants becomes exact integer weight codes, ``Quant`` on activations becomes a
+``requant`` node, and the few layer ops we support map one to one.  Anything else is
+refused with the op type and node name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..errors import UnsupportedModelError
+from ..ir.graph import Graph, Node
+from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
+from ..ops import conv2d, dense, flatten, maxpool2d, quant, relu
+
+ALIAS_OPS = {"Identity", "Dropout"}
+QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
+
+
+@dataclass
+class _Const:
+    value: np.ndarray
+
+
+def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    for a in node.attribute:
+        if a.name == name:
+            v = onnx.helper.get_attribute_value(a)
+            return v.decode() if isinstance(v, bytes) else v
+    return default
+
+
+def clean(model: onnx.ModelProto) -> onnx.ModelProto:
+    """qonnx clean-up (shape inference, constant folding, unique names); QCDQ -> Quant first."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.util.cleanup import cleanup_model
+
+    wrapper = ModelWrapper(model)
+    if any(n.op_type in QCDQ_OPS for n in model.graph.node):
+        from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
+
+        wrapper = wrapper.transform(QCDQToQuant())
+    try:
+        wrapper = cleanup_model(wrapper)
+    except Exception as exc:  # qonnx raises many kinds; report the first line
+        raise UnsupportedModelError(f"qonnx clean-up failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    return wrapper.model
+
+
+def weight_codes(values: np.ndarray, what: str) -> tuple[np.ndarray, FixedType]:
+    try:
+        codes, frac = dyadic_codes(values)
+    except ValueError as exc:
+        raise UnsupportedModelError(f"{what}: {exc} (quantize it with a power-of-two scale)") from None
+    ftype = FixedType.for_range(min(int(codes.min()), 0), max(int(codes.max()), 0), frac)
+    if ftype.width > MAX_WIDTH:
+        raise UnsupportedModelError(f"{what}: needs {ftype.width} bits as fixed point (quantize it)")
+    return codes, ftype
+
+
+class _Importer:
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        g = model.graph
+        inits = {i.name for i in g.initializer}
+        real_inputs = [i for i in g.input if i.name not in inits]
+        if len(real_inputs) != 1 or len(g.output) != 1:
+            raise UnsupportedModelError(
+                f"the model has {len(real_inputs)} inputs and {len(g.output)} outputs; one of each is supported"
+            )
+        self.onnx_input = real_inputs[0]
+        self.env: dict[str, Any] = {i.name: _Const(numpy_helper.to_array(i).astype(np.float64)) for i in g.initializer}
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in self.onnx_input.type.tensor_type.shape.dim]
+        if not dims or any(d is None or d <= 0 for d in dims[1:]):
+            raise UnsupportedModelError(f"input '{self.onnx_input.name}' needs a static shape, got {dims}")
+        self.input_shape = tuple(int(d) for d in dims[1:])
+        self.graph = Graph(input="", output="", onnx_input=self.onnx_input.name, onnx_output=g.output[0].name)
+        self.pending_input = self.onnx_input.name
+
+    # -- helpers -------------------------------------------------------------------------
+    def const(self, name: str, node: onnx.NodeProto, what: str) -> np.ndarray:
+        v = self.env.get(name)
+        if not isinstance(v, _Const):
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} must be a constant")
+        return v.value
+
+    def value(self, name: str, node: onnx.NodeProto) -> str:
+        if name == self.pending_input:
+            raise UnsupportedModelError(
+                f"graph input '{name}' feeds {node.op_type} node '{node.name}' without a Quant: "
+                "quantize the input (e.g. brevitas QuantIdentity)"
+            )
+        v = self.env.get(name)
+        if not isinstance(v, str):
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): input '{name}' must be an activation")
+        return v
+
+    def add(self, node: onnx.NodeProto, op: str, inputs: list[str], attrs: Any) -> None:
+        out = node.output[0]
+        self.graph.nodes.append(Node(node.name or out, op, inputs, out, attrs))
+        self.env[out] = out
+
+    # -- ops -----------------------------------------------------------------------------
+    def quant_params(self, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray, int]:
+        scale = self.const(node.input[1], node, "the scale")
+        zp = self.const(node.input[2], node, "the zero point")
+        bits = self.const(node.input[3], node, "the bit width")
+        if np.any(zp != 0):
+            raise UnsupportedModelError(f"node '{node.name}' (Quant): zero point {zp.ravel()[:4]} is not 0")
+        if bits.size != 1 or bits.ravel()[0] != int(bits.ravel()[0]) or not 1 <= int(bits.ravel()[0]) <= MAX_WIDTH:
+            raise UnsupportedModelError(f"node '{node.name}' (Quant): bit width {bits.ravel()[:4]} is not an integer in 1..{MAX_WIDTH}")
+        exp = power_of_two_exponent(scale)
+        if exp is None:
+            bad = next(float(s) for s in scale.ravel() if power_of_two_exponent(np.array([s])) is None)
+            raise UnsupportedModelError(
+                f"node '{node.name}' (Quant): scale {bad:.9g} is not a power of two (use a power-of-two/fixed-point quantizer)"
+            )
+        return scale, exp, int(bits.ravel()[0])
+
+    def on_Quant(self, node: onnx.NodeProto) -> None:
+        scale, exp, bits = self.quant_params(node)
+        signed, narrow = bool(_attr(node, "signed", 1)), bool(_attr(node, "narrow", 0))
+        rounding = str(_attr(node, "rounding_mode", "ROUND")).upper()
+        if rounding not in quant.HLS_ROUNDING:
+            raise UnsupportedModelError(f"node '{node.name}' (Quant): unknown rounding mode {rounding}")
+        src = node.input[0]
+        x = self.env.get(src)
+        if isinstance(x, _Const):
+            s = np.ldexp(np.ones_like(scale, dtype=np.float64), exp)
+            v = x.value / s
+            if bits == 1 and signed:  # QONNX: 1-bit signed Quant is bipolar
+                codes = np.where(v >= 0, 1.0, -1.0)
+            else:
+                lo, hi = quant.min_int(signed, narrow, bits), quant.max_int(signed, narrow, bits)
+                codes = quant._FLOAT_ROUND[rounding](np.clip(v, lo, hi))
+            self.env[node.output[0]] = _Const(codes * s)
+            return
+        if scale.size != 1:
+            raise UnsupportedModelError(f"node '{node.name}' (Quant): per-channel activation scales are not supported")
+        if bits == 1 and signed:
+            raise UnsupportedModelError(f"node '{node.name}' (Quant): 1-bit (bipolar) activations are not supported")
+        attrs = quant.Attrs(FixedType(bits, -int(exp.ravel()[0]), signed), narrow, rounding)
+        if src == self.pending_input:
+            self.graph.input = node.output[0]
+            self.graph.input_quant = attrs
+            self.graph.values[node.output[0]] = TensorType(self.input_shape, attrs.out, attrs.qmin, attrs.qmax)
+            self.env[node.output[0]] = node.output[0]
+            self.pending_input = None
+            return
+        self.add(node, "requant", [self.value(src, node)], attrs)
+
+    def on_BipolarQuant(self, node: onnx.NodeProto) -> None:
+        x = self.env.get(node.input[0])
+        scale = self.const(node.input[1], node, "the scale")
+        if power_of_two_exponent(scale) is None:
+            raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): scale {scale.ravel()[0]:.9g} is not a power of two")
+        if not isinstance(x, _Const):
+            raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): bipolar activations are not supported")
+        self.env[node.output[0]] = _Const(np.where(x.value / scale >= 0, 1.0, -1.0) * scale)
+
+    def _linear(self, node, x: str, w: np.ndarray, b: np.ndarray | None, op: str, **extra) -> None:
+        wcodes, wtype = weight_codes(w, f"node '{node.name}' weights")
+        bcodes, btype = weight_codes(b, f"node '{node.name}' bias") if b is not None else (None, None)
+        mod = dense if op == "dense" else conv2d
+        self.add(node, op, [x], mod.Attrs(wcodes, wtype, bcodes, btype, **extra))
+
+    def on_Gemm(self, node: onnx.NodeProto) -> None:
+        if _attr(node, "transA", 0) or _attr(node, "alpha", 1.0) != 1.0 or _attr(node, "beta", 1.0) != 1.0:
+            raise UnsupportedModelError(f"node '{node.name}' (Gemm): only alpha=beta=1, transA=0 is supported")
+        w = self.const(node.input[1], node, "the weight")
+        w = w.T if _attr(node, "transB", 0) else w
+        b = self.const(node.input[2], node, "the bias").reshape(-1) if len(node.input) > 2 and node.input[2] else None
+        self._linear(node, self.value(node.input[0], node), w, b, "dense")
+
+    def on_MatMul(self, node: onnx.NodeProto) -> None:
+        w = self.const(node.input[1], node, "the weight (second input)")
+        if w.ndim != 2:
+            raise UnsupportedModelError(f"node '{node.name}' (MatMul): weight must be 2D, got {w.shape}")
+        self._linear(node, self.value(node.input[0], node), w, None, "dense")
+
+    def on_Add(self, node: onnx.NodeProto) -> None:
+        a, c = node.input
+        if isinstance(self.env.get(a), _Const):
+            a, c = c, a
+        src = self.value(a, node)
+        b = self.const(c, node, "one operand")
+        prod = self.graph.producer(src)
+        if prod is None or prod.op not in ("dense", "conv2d") or prod.attrs.bias is not None:
+            raise UnsupportedModelError(f"node '{node.name}' (Add): only a constant bias after MatMul/Conv is supported")
+        bcodes, btype = weight_codes(b.reshape(-1), f"node '{node.name}' bias")
+        if bcodes.size != prod.attrs.weight.shape[1 if prod.op == "dense" else 0]:
+            raise UnsupportedModelError(f"node '{node.name}' (Add): bias of shape {b.shape} does not match the layer")
+        if sum(a in n.input for n in self.model.graph.node) != 1:
+            raise UnsupportedModelError(f"node '{node.name}' (Add): the layer output '{a}' is also used before its bias")
+        prod.attrs = type(prod.attrs)(**{**prod.attrs.__dict__, "bias": bcodes, "btype": btype})
+        prod.output = node.output[0]  # the Add folds into the layer
+        self.env[node.output[0]] = node.output[0]
+
+    def on_Conv(self, node: onnx.NodeProto) -> None:
+        w = self.const(node.input[1], node, "the weight")
+        if w.ndim != 4:
+            raise UnsupportedModelError(f"node '{node.name}' (Conv): {w.ndim - 2}D convolution is not supported yet (2D only)")
+        if _attr(node, "group", 1) != 1:
+            raise UnsupportedModelError(f"node '{node.name}' (Conv): grouped convolution (group={_attr(node, 'group')}) is not supported")
+        if any(d != 1 for d in _attr(node, "dilations", [1, 1])):
+            raise UnsupportedModelError(f"node '{node.name}' (Conv): dilation {_attr(node, 'dilations')} is not supported")
+        if _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+            raise UnsupportedModelError(f"node '{node.name}' (Conv): auto_pad {_attr(node, 'auto_pad')} is not supported")
+        pads = list(_attr(node, "pads", [0, 0, 0, 0]))
+        strides = tuple(_attr(node, "strides", [1, 1]))
+        b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
+        self._linear(
+            node, self.value(node.input[0], node), w, b, "conv2d",
+            strides=(int(strides[0]), int(strides[1])), pads=(int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])),
+        )
+
+    def on_Relu(self, node: onnx.NodeProto) -> None:
+        self.add(node, "relu", [self.value(node.input[0], node)], relu.Attrs())
+
+    def on_MaxPool(self, node: onnx.NodeProto) -> None:
+        k = tuple(int(v) for v in _attr(node, "kernel_shape"))
+        if len(k) != 2:
+            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): {len(k)}D pooling is not supported yet (2D only)")
+        if any(_attr(node, "pads", [0, 0, 0, 0])) or _attr(node, "ceil_mode", 0) or any(d != 1 for d in _attr(node, "dilations", [1, 1])):
+            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): padding, ceil_mode and dilation are not supported")
+        s = tuple(int(v) for v in _attr(node, "strides", [1, 1]))
+        self.add(node, "maxpool2d", [self.value(node.input[0], node)], maxpool2d.Attrs(k, s))
+
+    def on_Flatten(self, node: onnx.NodeProto) -> None:
+        if _attr(node, "axis", 1) != 1:
+            raise UnsupportedModelError(f"node '{node.name}' (Flatten): only axis=1 is supported")
+        self.add(node, "flatten", [self.value(node.input[0], node)], flatten.Attrs())
+
+    def on_Reshape(self, node: onnx.NodeProto) -> None:
+        shape = self.const(node.input[1], node, "the target shape").astype(np.int64).ravel()
+        if len(shape) != 2 or shape[1] not in (-1, int(np.prod(self._shape_of(node.input[0])))):
+            raise UnsupportedModelError(f"node '{node.name}' (Reshape): only flattening to (N, -1) is supported, got {shape.tolist()}")
+        self.add(node, "flatten", [self.value(node.input[0], node)], flatten.Attrs())
+
+    def _shape_of(self, name: str) -> tuple[int, ...]:
+        for vi in list(self.model.graph.value_info) + list(self.model.graph.input):
+            if vi.name == name:
+                return tuple(d.dim_value for d in vi.type.tensor_type.shape.dim[1:])
+        return ()
+
+    def run(self) -> Graph:
+        for node in self.model.graph.node:
+            if node.op_type == "Constant":
+                self.env[node.output[0]] = _Const(numpy_helper.to_array(node.attribute[0].t).astype(np.float64))
+                continue
+            if node.op_type in ALIAS_OPS:
+                self.env[node.output[0]] = self.env.get(node.input[0])
+                continue
+            handler = getattr(self, f"on_{node.op_type}", None)
+            if handler is None:
+                raise UnsupportedModelError(f"unsupported op '{node.op_type}' (node '{node.name}')")
+            handler(node)
+        if self.pending_input is not None:
+            raise UnsupportedModelError(f"graph input '{self.pending_input}' is never quantized (no Quant node reads it)")
+        out = self.env.get(self.model.graph.output[0].name)
+        if not isinstance(out, str):
+            raise UnsupportedModelError(f"graph output '{self.model.graph.output[0].name}' is not computed from the input")
+        self.graph.output = out
+        return self.graph
+
+
+def import_model(model: onnx.ModelProto) -> Graph:
+    """Cleaned QONNX/QCDQ model -> untyped-node IR (input typed; run passes to type the rest)."""
+    return _Importer(clean(model)).run()

@@ -1,0 +1,150 @@
+"""IR -> hls4ml ModelGraph (Vitis back end), every precision set explicitly from the IR.
+
+hls4ml keeps tensors channels-last; the IR keeps ONNX's NCHW order.  For every value the
+lowering records ``perm`` with ``hls_flat[k] == onnx_flat[perm[k]]`` so Dense weights are
+read in the right order and the host can reorder inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.graph import Graph, Node
+from ..ops import OPS
+
+PARTS = {
+    "xcu250": "xcu250-figd2104-2L-e",
+    "vu9p": "xcvu9p-flga2104-2L-e",
+    "zu9eg": "xczu9eg-ffvb1156-2-e",
+}
+
+
+@dataclass(frozen=True)
+class HlsOptions:
+    io_type: str = "io_parallel"  # or io_stream
+    reuse: int = 1
+    part: str = "xcu250-figd2104-2L-e"
+    clock_period: float = 5.0
+    project_name: str = "tessera_model"
+    strategy: str = "Latency"
+
+    def __post_init__(self):
+        if self.io_type not in ("io_parallel", "io_stream"):
+            raise UnsupportedModelError(f"io type must be io_parallel or io_stream, got {self.io_type}")
+        if self.reuse < 1:
+            raise UnsupportedModelError(f"reuse factor must be >= 1, got {self.reuse}")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.project_name):
+            raise UnsupportedModelError(f"project name '{self.project_name}' must be a C identifier")
+
+
+def chw_perm(shape: tuple[int, ...]) -> np.ndarray:
+    """Flat ONNX index of each channels-last position for a (C, H, W) tensor."""
+    c, h, w = shape
+    return np.arange(c * h * w).reshape(c, h, w).transpose(1, 2, 0).ravel()
+
+
+def hls_shape(shape: tuple[int, ...]) -> list[int]:
+    if len(shape) == 3:
+        return [shape[1], shape[2], shape[0]]
+    if len(shape) == 1:
+        return [shape[0]]
+    raise UnsupportedModelError(f"tensors of shape {shape} are not supported (expected (C,H,W) or (N,))")
+
+
+class HlsLowering:
+    def __init__(self, graph: Graph, opts: HlsOptions):
+        self.graph, self.opts = graph, opts
+        self.layers: list[dict] = []
+        self.precisions: dict[str, dict] = {}
+        self.layer_of: dict[str, str] = {}
+        self.perm: dict[str, np.ndarray] = {}
+
+    def flat_perm(self, value: str) -> np.ndarray:
+        return self.perm[value]
+
+    def add_layer(self, node: Node, layer: dict, precision: dict, layout: str = "same") -> None:
+        name = f"l{len(self.layers)}_{node.op}"
+        layer = dict(layer, name=name, inputs=[self.layer_of[v] for v in node.inputs])
+        out = self.graph.values[node.output]
+        if layout == "chw":
+            self.perm[node.output] = chw_perm(out.shape)
+        elif layout == "same":
+            self.perm[node.output] = self.perm[node.inputs[0]]
+        else:
+            raise ValueError(layout)
+        self.layers.append(layer)
+        self.precisions[name] = {"Precision": precision, "ReuseFactor": self.opts.reuse}
+        self.layer_of[node.output] = name
+
+    def run(self) -> None:
+        tin = self.graph.values[self.graph.input]
+        hls_shape(tin.shape)
+        self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": hls_shape(tin.shape)})
+        self.precisions["x_in"] = {"Precision": {"result": tin.ftype.hls()}}
+        self.layer_of[self.graph.input] = "x_in"
+        self.perm[self.graph.input] = chw_perm(tin.shape) if len(tin.shape) == 3 else np.arange(tin.size)
+        for node in self.graph.nodes:
+            ins = [self.graph.values[v] for v in node.inputs]
+            OPS[node.op].lower(node.attrs, self, node, ins, self.graph.values[node.output])
+            if node.op == "dense":
+                self.perm[node.output] = np.arange(self.graph.values[node.output].size)
+        hls_shape(self.graph.values[self.graph.output].shape)
+
+    def config(self, output_dir: str) -> dict:
+        return {
+            "Backend": "Vitis",
+            "OutputDir": output_dir,
+            "ProjectName": self.opts.project_name,
+            "Part": PARTS.get(self.opts.part, self.opts.part),
+            "ClockPeriod": self.opts.clock_period,
+            "IOType": self.opts.io_type,
+            "HLSConfig": {
+                "Model": {"Precision": "fixed<16,6>", "ReuseFactor": self.opts.reuse, "Strategy": self.opts.strategy},
+                "LayerName": self.precisions,
+            },
+        }
+
+
+def lower_to_hls4ml(graph: Graph, opts: HlsOptions, output_dir: str):
+    """Build the hls4ml ModelGraph for ``graph``; returns (model, lowering)."""
+    import contextlib
+    import io
+    import warnings
+
+    from hls4ml.model.graph import ModelGraph
+
+    lowering = HlsLowering(graph, opts)
+    lowering.run()
+    outputs = [lowering.layer_of[graph.output]]
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        model = ModelGraph.from_layer_list(lowering.config(output_dir), lowering.layers, ["x_in"], outputs)
+    check_precisions(model, lowering)
+    return model, lowering
+
+
+def check_precisions(model, lowering: HlsLowering) -> None:
+    """Fail loudly if an hls4ml optimizer pass changed a precision we set."""
+    for layer in model.get_layers():
+        wanted = lowering.precisions.get(layer.name, {}).get("Precision", {})
+        for key, prec in wanted.items():
+            t = layer.get_attr(f"{key}_t")
+            if t is None:
+                continue
+            got = str(t.precision).replace("ap_", "").replace(" ", "")
+            if not _same_precision(got, prec):
+                raise RuntimeError(f"hls4ml changed {layer.name}.{key}_t from {prec} to {got}")
+
+
+def _same_precision(got: str, wanted: str) -> bool:
+    def norm(s: str) -> tuple:
+        base, args = s.split("<")
+        args = args.rstrip(">").split(",")
+        args = args + ["TRN", "WRAP"][len(args) - 2 :] if len(args) < 4 else args[:4]
+        return (base, *args)
+
+    return norm(got) == norm(wanted)

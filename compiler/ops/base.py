@@ -1,0 +1,67 @@
+"""The contract every op module fulfils: one place per op for its integer semantics.
+
+An op module defines an ``Attrs`` dataclass and an ``OpDef`` subclass with
+
+- ``infer``: output shape, fixed-point type and reachable code range (from the input
+  ranges and the actual weights: the source of every accumulator width),
+- ``reference``: the integer semantics on int64 codes (numpy, batch-first),
+- ``emit_onnx``: the same semantics as exact onnxruntime nodes (integer kernels, or
+  float64 only where every intermediate is provably an integer below 2**53),
+- ``lower``: the hls4ml layer(s) and the precisions/template parameters,
+- ``macs``: multiply-accumulates per sample.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import MAX_WIDTH, TensorType
+
+
+class OpDef:
+    name = "?"
+
+    def infer(self, attrs: Any, ins: list[TensorType], node: str) -> TensorType:
+        raise NotImplementedError
+
+    def reference(self, attrs: Any, xs: list[np.ndarray], ins: list[TensorType], out: TensorType) -> np.ndarray:
+        raise NotImplementedError
+
+    def emit_onnx(self, attrs: Any, b: Any, xs: list[str], ins: list[TensorType], out: TensorType) -> str:
+        raise NotImplementedError
+
+    def lower(self, attrs: Any, hl: Any, node: Any, ins: list[TensorType], out: TensorType) -> None:
+        raise NotImplementedError
+
+    def macs(self, attrs: Any, ins: list[TensorType], out: TensorType) -> int:
+        return 0
+
+
+def check_width(t: TensorType, node: str, what: str) -> TensorType:
+    """Refuse types wider than the exact float64 bridge allows, naming the node."""
+    if t.ftype.width > MAX_WIDTH:
+        raise UnsupportedModelError(
+            f"node '{node}': {what} needs {t.ftype.width} bits, more than the {MAX_WIDTH} the exact flow supports"
+        )
+    return t
+
+
+def fits_int8(t: TensorType) -> str | None:
+    """'int8' / 'uint8' when every reachable code fits that ONNX integer type, else None."""
+    if 0 <= t.lo and t.hi <= 255:
+        return "uint8"
+    if -128 <= t.lo and t.hi <= 127:
+        return "int8"
+    return None
+
+
+def interval_dot(w: np.ndarray, lo: int, hi: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact min and max of sum(w * x) over every x in [lo, hi]^n, reduced along ``axis``."""
+    w = np.asarray(w, dtype=object)
+    a, b = w * int(lo), w * int(hi)
+    mx = np.where(w >= 0, b, a)
+    mn = np.where(w >= 0, a, b)
+    return mn.sum(axis=axis), mx.sum(axis=axis)

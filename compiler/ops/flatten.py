@@ -1,0 +1,39 @@
+"""Flatten (ONNX Flatten axis=1 / Reshape to (N, -1)): codes unchanged, NCHW order.
+
+In hls4ml the tensor is channels-last; the lowering records the resulting order so the
+next Dense reads its weight rows in that order (no data movement in hardware).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.types import TensorType
+from .base import OpDef
+
+
+@dataclass(frozen=True)
+class Attrs:
+    pass
+
+
+class Flatten(OpDef):
+    name = "flatten"
+
+    def infer(self, attrs, ins, node):
+        (x,) = ins
+        return TensorType((x.size,), x.ftype, x.lo, x.hi)
+
+    def reference(self, attrs, xs, ins, out):
+        return xs[0].reshape(xs[0].shape[0], -1)
+
+    def emit_onnx(self, attrs, b, xs, ins, out):
+        return b.op("Flatten", [xs[0]], axis=1)
+
+    def lower(self, attrs, hl, node, ins, out):
+        hl.add_layer(node, {"class_name": "Reshape", "target_shape": [int(out.size)]}, {"result": out.ftype.hls()})
+
+
+OP = Flatten()

@@ -1,0 +1,35 @@
+"""ReLU on codes: ``max(x, 0)``; the type keeps its fractional bits and becomes unsigned."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.types import TensorType
+from .base import OpDef
+
+
+@dataclass(frozen=True)
+class Attrs:
+    pass
+
+
+class Relu(OpDef):
+    name = "relu"
+
+    def infer(self, attrs, ins, node):
+        (x,) = ins
+        return TensorType.from_range(x.shape, max(x.lo, 0), max(x.hi, 0), x.ftype.frac)
+
+    def reference(self, attrs, xs, ins, out):
+        return np.maximum(xs[0], 0)
+
+    def emit_onnx(self, attrs, b, xs, ins, out):
+        return b.op("Max", [xs[0], b.const(np.array(0, dtype=np.int64))])
+
+    def lower(self, attrs, hl, node, ins, out):
+        hl.add_layer(node, {"class_name": "Activation", "activation": "relu"}, {"result": out.ftype.hls()})
+
+
+OP = Relu()

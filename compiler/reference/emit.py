@@ -1,0 +1,102 @@
+"""IR -> an onnxruntime model that computes the exact integer codes.
+
+The model takes int64 input codes ``[N, *shape]`` and returns int64 output codes.  Each
+op emits its own nodes (``OpDef.emit_onnx``): integer kernels (MatMulInteger,
+ConvInteger, int64 MatMul) or float64 steps on integers below 2**52, which are exact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ..ir.graph import Graph
+from ..ops import OPS
+
+OPSET = 17
+_DTYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "int8": TensorProto.INT8,
+           "uint8": TensorProto.UINT8, "double": TensorProto.DOUBLE}
+
+
+class OnnxBuilder:
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self._n = 0
+
+    def _name(self, hint: str) -> str:
+        self._n += 1
+        return f"{hint}_{self._n}"
+
+    def op(self, op_type: str, inputs: list[str], **attrs) -> str:
+        out = self._name(op_type.lower())
+        if op_type == "Cast":
+            attrs["to"] = _DTYPES[attrs["to"]]
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
+        return out
+
+    def const(self, value: np.ndarray) -> str:
+        name = self._name("c")
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def round(self, v: str, mode: str) -> str:
+        """Round float64 ``v`` to an integer with a QONNX rounding mode (ONNX Round is half-to-even)."""
+        if mode in ("ROUND", "HALF_EVEN"):
+            return self.op("Round", [v])
+        if mode == "FLOOR":
+            return self.op("Floor", [v])
+        if mode == "CEIL":
+            return self.op("Ceil", [v])
+        sign, mag = self.op("Sign", [v]), self.op("Abs", [v])
+        if mode == "DOWN":
+            r = self.op("Floor", [mag])
+        elif mode == "UP":
+            r = self.op("Ceil", [mag])
+        elif mode == "HALF_UP":
+            r = self.op("Floor", [self.op("Add", [mag, self.const(np.array(0.5))])])
+        elif mode == "HALF_DOWN":
+            r = self.op("Ceil", [self.op("Sub", [mag, self.const(np.array(0.5))])])
+        else:
+            raise ValueError(mode)
+        return self.op("Mul", [sign, r])
+
+
+def emit_reference(graph: Graph) -> onnx.ModelProto:
+    b = OnnxBuilder()
+    names = {graph.input: "codes_in"}
+    for node in graph.nodes:
+        ins = [graph.values[v] for v in node.inputs]
+        names[node.output] = OPS[node.op].emit_onnx(node.attrs, b, [names[v] for v in node.inputs], ins, graph.values[node.output])
+    b.nodes.append(helper.make_node("Identity", [names[graph.output]], ["codes_out"], name="output"))
+    tin, tout = graph.values[graph.input], graph.values[graph.output]
+    g = helper.make_graph(
+        b.nodes, "tessera_reference",
+        [helper.make_tensor_value_info("codes_in", TensorProto.INT64, ["N", *tin.shape])],
+        [helper.make_tensor_value_info("codes_out", TensorProto.INT64, ["N", *tout.shape])],
+        b.inits,
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tessera")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+class OrtReference:
+    """Runs the emitted reference on onnxruntime (CPU)."""
+
+    def __init__(self, model: onnx.ModelProto | str | Path):
+        import onnxruntime as ort
+
+        data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else Path(model).read_bytes()
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        self.session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+    def run(self, codes: np.ndarray, batch: int = 256) -> np.ndarray:
+        codes = np.asarray(codes, dtype=np.int64)
+        outs = [self.session.run(None, {"codes_in": codes[i : i + batch]})[0] for i in range(0, len(codes), batch)]
+        return np.concatenate(outs, axis=0)

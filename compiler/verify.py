@@ -1,0 +1,140 @@
+"""Bit-exact verification: C-simulation == exact onnxruntime reference on every output.
+
+Also reports how often the user's own exported model (run with qonnx ``execute_onnx`` for
+QONNX, onnxruntime for plain ONNX/QCDQ) agrees with the exact reference: float32 tools
+round, and users should see where.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .emit import read_manifest, sha256
+from .errors import InputDataError, ProjectError
+from .frontend import compile_ir
+from .ops.quant import quantize_float
+from .reference.emit import OrtReference, emit_reference
+from .reference.interpret import run_ir
+from .samples import sample_codes
+from .sim.csim import CSim
+
+
+@dataclass
+class VerifyReport:
+    model: str
+    project: str
+    samples: int
+    outputs: int
+    mismatches: int
+    first_mismatches: list[dict] = field(default_factory=list)
+    random_samples: int = 0
+    data_samples: int = 0
+    reference_vs_integer_semantics_mismatches: int = 0
+    testbench: str = ""
+    user_model: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _first_mismatches(ref: np.ndarray, got: np.ndarray, limit: int = 10) -> list[dict]:
+    n = len(ref)
+    bad = np.argwhere(ref.reshape(n, -1) != got.reshape(n, -1))
+    return [{"sample": int(s), "output": int(o), "expected": int(ref.reshape(n, -1)[s, o]),
+             "got": int(got.reshape(n, -1)[s, o])} for s, o in bad[:limit]]
+
+
+def user_model_agreement(model_path: str | Path, graph, codes: np.ndarray, ref: np.ndarray) -> dict:
+    """Run the user's exported model on the same inputs (as real values) and count agreement."""
+    import onnx
+
+    model = onnx.load(str(model_path))
+    custom = any(n.domain.startswith("qonnx") or n.domain.startswith("finn") for n in model.graph.node)
+    fin, fout = graph.values[graph.input].ftype.frac, graph.values[graph.output].ftype.frac
+    x = np.ldexp(codes.astype(np.float64), -fin).astype(np.float32)
+    expected = np.ldexp(ref.astype(np.float64), -fout)
+    if custom:
+        from qonnx.core.modelwrapper import ModelWrapper
+        from qonnx.core.onnx_exec import execute_onnx
+
+        from .frontend.qonnx_import import clean
+
+        wrapper = ModelWrapper(clean(model))
+        iname, oname = wrapper.model.graph.input[0].name, wrapper.model.graph.output[0].name
+        got = np.stack([np.asarray(execute_onnx(wrapper, {iname: x[i : i + 1]})[oname]).reshape(expected.shape[1:]) for i in range(len(x))])
+        tool = "qonnx.execute_onnx"
+    else:
+        import onnxruntime as ort
+
+        s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        got = np.stack([s.run(None, {s.get_inputs()[0].name: x[i : i + 1]})[0].reshape(expected.shape[1:]) for i in range(len(x))])
+        tool = "onnxruntime"
+    differ = got.astype(np.float64) != expected
+    return {"tool": tool, "samples": int(len(x)), "outputs": int(differ.size), "differing_outputs": int(differ.sum()),
+            "max_abs_difference": float(np.max(np.abs(got - expected))) if differ.size else 0.0}
+
+
+def load_inputs(path: str | Path, manifest: dict) -> np.ndarray:
+    """Real-valued inputs from .npy -> codes with the model's input Quant."""
+    from .ir.types import FixedType
+    from .ops.quant import Attrs
+
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputDataError(f"cannot read input array {path}: {exc}") from None
+    shape = tuple(manifest["input"]["shape"])
+    if x.shape[1:] != shape:
+        if x.shape == shape:
+            x = x[None]
+        else:
+            raise InputDataError(f"{path}: array of shape {x.shape} does not match the model input (N, {', '.join(map(str, shape))})")
+    if not np.all(np.isfinite(x)):
+        raise InputDataError(f"{path}: contains NaN or Inf")
+    q = manifest["input_quant"]
+    return quantize_float(Attrs(FixedType(q["width"], q["frac"], q["signed"]), q["narrow"], q["rounding"]), x)
+
+
+def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: int = 0, data: str | Path | None = None,
+           user_samples: int = 100, progress=None) -> VerifyReport:
+    t0 = time.perf_counter()
+    manifest = read_manifest(prj)
+    if manifest["model_sha256"] != sha256(model_path):
+        raise ProjectError(f"{prj} was compiled from a different model than {model_path} (sha256 differs)")
+    graph = compile_ir(model_path)
+    codes = sample_codes(graph.values[graph.input], samples, seed=seed)
+    n_random = len(codes)
+    n_data = 0
+    if data is not None:
+        extra = load_inputs(data, manifest)
+        n_data = len(extra)
+        codes = np.concatenate([codes, extra])
+    t1 = time.perf_counter()
+    ref = OrtReference(emit_reference(graph)).run(codes)
+    t2 = time.perf_counter()
+    sem = run_ir(graph, codes)
+    t3 = time.perf_counter()
+    sim = CSim(prj)
+    sim.build()
+    t4 = time.perf_counter()
+    got = sim.run_codes(codes, progress=progress)
+    t5 = time.perf_counter()
+    tb_status, tb_line = sim.testbench()
+    t6 = time.perf_counter()
+    user = user_model_agreement(model_path, graph, codes[:user_samples], ref[:user_samples]) if user_samples else {}
+    t7 = time.perf_counter()
+    mismatches = int(np.sum(ref != got))
+    return VerifyReport(
+        model=str(model_path), project=str(prj), samples=int(len(codes)), outputs=int(ref.size), mismatches=mismatches,
+        first_mismatches=_first_mismatches(ref, got), random_samples=n_random, data_samples=n_data,
+        reference_vs_integer_semantics_mismatches=int(np.sum(ref != sem)),
+        testbench=f"{'passed' if tb_status == 0 else 'FAILED'}: {tb_line}", user_model=user,
+        seconds={"frontend": round(t1 - t0, 3), "reference": round(t2 - t1, 3), "integer_semantics": round(t3 - t2, 3),
+                 "csim_build": round(t4 - t3, 3), "csim_run": round(t5 - t4, 3), "testbench": round(t6 - t5, 3),
+                 "user_model": round(t7 - t6, 3)},
+    )
