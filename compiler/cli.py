@@ -57,6 +57,12 @@ def _progress() -> Progress:
 @click.version_option(package_name="tessera")
 def main(debug: bool) -> None:
     """Tessera: quantized neural networks to FPGAs through hls4ml, verified bit for bit."""
+    import warnings
+
+    if not debug:  # third-party chatter (brevitas, hls4ml) would bury our one-line messages
+        warnings.filterwarnings("ignore", category=UserWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 @main.command("compile")
@@ -183,3 +189,92 @@ def inspect(model, as_json):
                       f"[{r['range'][0]}, {r['range'][1]}]", f"{r['macs']:,}")
     out.print(table)
     out.print(f"total MACs per sample: {sum(r['macs'] for r in rows):,}")
+
+
+def _train(name: str, out_dir: Path, epochs, seed):
+    from ..models.data.cache import DataUnavailable
+    from ..models.train import train_model
+    from ..models.zoo import ZOO
+    from .errors import DataError, UnsupportedModelError
+
+    if name not in ZOO:
+        raise UnsupportedModelError(f"unknown model '{name}'; choose one of: {', '.join(ZOO)}")
+    try:
+        return train_model(name, out_dir, epochs=epochs, seed=seed, progress=console.is_terminal)
+    except DataUnavailable as exc:
+        raise DataError(str(exc)) from None
+
+
+@main.command()
+def models():
+    """List the model zoo."""
+    from ..models.zoo import ZOO
+
+    table = Table(title="tessera model zoo")
+    for col in ("name", "data", "input", "epochs", "description"):
+        table.add_column(col)
+    for name, spec in ZOO.items():
+        table.add_row(name, spec.dataset, str(tuple(spec.input_shape)), str(spec.epochs), spec.description)
+    out.print(table)
+
+
+@main.command()
+@click.argument("name")
+@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), help="Folder for model.onnx, checkpoint, metrics.")
+@click.option("--epochs", type=int, help="Epochs (default: the zoo's).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@_handle_errors
+def train(name, out_dir, epochs, seed):
+    """Quantization-aware training of zoo model NAME (see `tessera models`), exported to QONNX."""
+    res = _train(name, out_dir or Path("runs") / name, epochs, seed)
+    out.print(f"trained {name}: test accuracy {res.final_test_accuracy:.4f} in {res.train_seconds:.1f} s -> {res.onnx_path}")
+
+
+@main.command()
+@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=Path("runs/demo"), show_default=True)
+@click.option("--model", "name", default="digits_cnn_w8a8", show_default=True, help="Zoo model to train and deploy.")
+@click.option("--epochs", type=int, help="Training epochs (default: the zoo's).")
+@click.option("--io-type", type=click.Choice(["parallel", "stream"]), default="parallel", show_default=True)
+@click.option("--samples", type=int, default=1000, show_default=True, help="Random full-range inputs to verify.")
+@_handle_errors
+def demo(out_dir, name, epochs, io_type, samples):
+    """The whole flow on a small default: train, export, compile, emulate, verify."""
+    import numpy as np
+
+    from .emit import write_project
+    from .frontend import compile_ir
+    from .lower.hls4ml_lower import HlsOptions
+    from .sim.csim import CSim
+    from .verify import load_inputs, verify
+
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    console.rule(f"1/4 train {name}")
+    res = _train(name, out_dir / "model", epochs, 0)
+    out.print(f"trained {name} (quantization-aware, power-of-two scales): test accuracy {res.final_test_accuracy:.4f}")
+    console.rule("2/4 compile to an HLS project (hls4ml, Vitis back end)")
+    graph = compile_ir(res.onnx_path)
+    prj = write_project(graph, res.onnx_path, out_dir / "hls_project", HlsOptions(io_type=f"io_{io_type}"), force=True)
+    out.print(f"project: {prj}")
+    console.rule("3/4 emulate the real test set in C-simulation (g++)")
+    sim = CSim(prj)
+    with console.status("building the C-simulation (g++)"):
+        sim.build()
+    x = load_inputs(res.test_inputs_path, sim.manifest)
+    with _progress() as p:
+        task = p.add_task("emulating", total=len(x))
+        y = sim.run_codes(x, progress=lambda k: p.advance(task, k))
+    labels = np.load(res.test_labels_path)
+    acc = float(np.mean(np.argmax(y.reshape(len(y), -1), axis=1) == labels))
+    out.print(f"C-simulation accuracy on the {len(x)} held-out test samples: {acc:.4f}")
+    console.rule("4/4 verify bit-exactly against the onnxruntime reference")
+    with _progress() as p:
+        task = p.add_task("C-simulation", total=None)
+        rep = verify(res.onnx_path, prj, samples=samples, data=res.test_inputs_path, progress=lambda k: p.advance(task, k))
+    report = out_dir / "verify_report.json"
+    report.write_text(json.dumps({**rep.to_dict(), "csim_test_accuracy": acc}, indent=1))
+    out.print(f"testbench (g++): {rep.testbench}")
+    out.print(f"report: {report}  ({time.perf_counter() - t0:.0f} s in all)")
+    out.print(f"verified: {rep.samples} samples, {rep.outputs} outputs, {rep.mismatches} mismatches")
+    if rep.mismatches or rep.reference_vs_integer_semantics_mismatches or not rep.testbench.startswith("passed"):
+        sys.exit(EXIT_MISMATCH)

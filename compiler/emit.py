@@ -56,7 +56,7 @@ def _io_entry(graph: Graph, value: str, perm: np.ndarray) -> dict:
             "range": [t.lo, t.hi], "perm": perm.tolist()}
 
 
-def write_project(graph: Graph, model_path: str | Path, out_dir: str | Path, opts: HlsOptions,
+def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Path, opts: HlsOptions,
                   tb_samples: int = 64, force: bool = False) -> Path:
     out = Path(out_dir).resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -99,8 +99,8 @@ def write_project(graph: Graph, model_path: str | Path, out_dir: str | Path, opt
 
         manifest = {
             "tessera_version": __version__,
-            "model_file": Path(model_path).name,
-            "model_sha256": sha256(model_path),
+            "model_file": Path(model_path).name if model_path else None,
+            "model_sha256": sha256(model_path) if model_path else None,
             "options": asdict(opts),
             "input": _io_entry(graph, graph.input, pin),
             "input_quant": {"width": graph.input_quant.out.width, "frac": graph.input_quant.out.frac,

@@ -47,3 +47,9 @@ class InputDataError(TesseraError):
     """An input array for emulate/verify has the wrong shape or cannot be read."""
 
     exit_code = 8
+
+
+class DataError(TesseraError):
+    """A data set could not be fetched or read."""
+
+    exit_code = 9

@@ -22,6 +22,7 @@ from ..ops import conv2d, dense, flatten, maxpool2d, quant, relu
 
 ALIAS_OPS = {"Identity", "Dropout"}
 QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
+_NAME_TAG = "tessera-original-name:"
 
 
 @dataclass
@@ -42,6 +43,10 @@ def clean(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.util.cleanup import cleanup_model
 
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for node in model.graph.node:  # keep the user's node names for messages (qonnx renames nodes)
+        if node.name:
+            node.doc_string = _NAME_TAG + node.name
     wrapper = ModelWrapper(model)
     if any(n.op_type in QCDQ_OPS for n in model.graph.node):
         from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
@@ -51,7 +56,13 @@ def clean(model: onnx.ModelProto) -> onnx.ModelProto:
         wrapper = cleanup_model(wrapper)
     except Exception as exc:  # qonnx raises many kinds; report the first line
         raise UnsupportedModelError(f"qonnx clean-up failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    return wrapper.model
+    cleaned = wrapper.model
+    originals = [n.doc_string[len(_NAME_TAG):] for n in cleaned.graph.node if n.doc_string.startswith(_NAME_TAG)]
+    if len(set(originals)) == len(originals):
+        for n in cleaned.graph.node:
+            if n.doc_string.startswith(_NAME_TAG):
+                n.name, n.doc_string = n.doc_string[len(_NAME_TAG):], ""
+    return cleaned
 
 
 def weight_codes(values: np.ndarray, what: str) -> tuple[np.ndarray, FixedType]:

@@ -1,0 +1,133 @@
+"""Each op's integer reference == its onnxruntime form, exactly, over the full input range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tessera.compiler.ir.types import FixedType
+from tessera.compiler.ops import conv2d, dense, flatten, maxpool2d, quant, relu
+from tessera.compiler.reference.emit import OrtReference, emit_reference
+from tessera.compiler.reference.interpret import run_ir
+from tessera.compiler.samples import sample_codes
+
+
+def check_exact(graph, n=400, seed=0):
+    codes = sample_codes(graph.values[graph.input], n, seed=seed)
+    want = run_ir(graph, codes)
+    got = OrtReference(emit_reference(graph)).run(codes)
+    assert got.dtype == np.int64 and got.shape == want.shape
+    mismatches = int(np.sum(got != want))
+    assert mismatches == 0, f"{mismatches} mismatches, first at {np.argwhere(got != want)[:3].tolist()}"
+    # Every produced code lies in the inferred range (no overflow possible by construction).
+    out = graph.values[graph.output]
+    assert want.min() >= out.lo and want.max() <= out.hi
+    assert out.ftype.min_code <= out.lo and out.hi <= out.ftype.max_code
+    return want
+
+
+def rand_weights(rng, shape, bits):
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return rng.integers(lo, hi, size=shape, endpoint=True, dtype=np.int64)
+
+
+@pytest.mark.parametrize("bits_x,signed_x,bits_w", [(8, True, 8), (8, False, 8), (4, True, 2), (12, True, 8), (8, True, 16)])
+def test_dense_exact(make_graph, make_type, rng, bits_x, signed_x, bits_w):
+    w = rand_weights(rng, (37, 11), bits_w)
+    w[:, 0] = (1 << (bits_w - 1)) - 1  # a column at the extreme drives the accumulator to its bound
+    b = rng.integers(-(1 << 14), 1 << 14, size=11)
+    attrs = dense.Attrs(w, FixedType(bits_w, 6, True), b, FixedType(16, 9, True))
+    g = make_graph(make_type(bits_x, 5, signed_x, (37,)), ("dense", attrs))
+    y = check_exact(g)
+    # The inferred bound is tight: the maximizing input of the widest column reaches it exactly.
+    t, tin = g.values[g.output], g.values[g.input]
+    assert t.ftype.frac == max(5 + 6, 9)
+    per_col_max = [int(np.sum(np.where(w[:, j] >= 0, w[:, j] * tin.hi, w[:, j] * tin.lo))) * (1 << (11 - 5 - 6 + 0))
+                   + int(b[j]) * (1 << (11 - 9)) for j in range(11)]
+    j = int(np.argmax(per_col_max))
+    x = np.where(w[:, j] >= 0, tin.hi, tin.lo)[None]
+    assert run_ir(g, x)[0, j] == t.hi == max(per_col_max)
+
+
+@pytest.mark.parametrize("rounding", ["ROUND", "FLOOR", "CEIL", "DOWN", "UP", "HALF_UP", "HALF_DOWN"])
+@pytest.mark.parametrize("signed,narrow", [(True, False), (True, True), (False, False)])
+@pytest.mark.parametrize("shift", [-2, 0, 3, 7])
+def test_requant_exact(make_graph, make_type, rounding, signed, narrow, shift):
+    attrs = quant.Attrs(FixedType(6, 8 - shift, signed), narrow, rounding)
+    g = make_graph(make_type(14, 8, True, (64,)), ("requant", attrs))
+    y = check_exact(g, n=300)
+    assert y.min() >= attrs.qmin and y.max() <= attrs.qmax
+
+
+def test_requant_ties_half_even():
+    attrs = quant.Attrs(FixedType(8, 0, True), False, "ROUND")
+    codes = np.array([-5, -3, -1, 1, 3, 5, 7])  # x/2 = -2.5 -1.5 -0.5 0.5 1.5 2.5 3.5
+    assert quant.requantize(attrs, codes, 1).tolist() == [-2, -2, 0, 0, 2, 2, 4]
+    assert quant.requantize(quant.Attrs(FixedType(8, 0, True), False, "HALF_UP"), codes, 1).tolist() == [-3, -2, -1, 1, 2, 3, 4]
+    assert quant.requantize(quant.Attrs(FixedType(8, 0, True), False, "HALF_DOWN"), codes, 1).tolist() == [-2, -1, 0, 0, 1, 2, 3]
+
+
+def test_requant_matches_qonnx_int_quant(rng):
+    """Our integer requantization equals qonnx's float Quant on values where float64 is exact."""
+    from qonnx.custom_op.general.intquant import int_quant
+
+    x = rng.integers(-(1 << 13), 1 << 13, size=2000)
+    for mode in ["ROUND", "FLOOR", "CEIL", "DOWN", "UP", "HALF_UP", "HALF_DOWN"]:
+        for signed, narrow in [(True, False), (True, True), (False, False), (False, True)]:
+            attrs = quant.Attrs(FixedType(5, 2, signed), narrow, mode)
+            ours = quant.requantize(attrs, x, 6)
+            theirs = int_quant(np.ldexp(x.astype(np.float64), -6), np.array(0.25), np.array(0.0), np.array(5.0), signed, narrow, mode)
+            assert np.array_equal(np.ldexp(ours.astype(np.float64), -2), theirs), (mode, signed, narrow)
+
+
+@pytest.mark.parametrize("stride,pads,cin", [(1, (1, 1, 1, 1), 1), (2, (0, 0, 0, 0), 3), (1, (0, 1, 2, 0), 16), (2, (1, 1, 1, 1), 3)])
+@pytest.mark.parametrize("signed_x", [True, False])
+def test_conv2d_exact(make_graph, make_type, rng, stride, pads, cin, signed_x):
+    w = rand_weights(rng, (5, cin, 3, 3), 8)
+    w[0] = 127
+    attrs = conv2d.Attrs(w, FixedType(8, 7, True), rng.integers(-500, 500, size=5), FixedType(11, 10, True),
+                         (stride, stride), pads)
+    g = make_graph(make_type(8, 4, signed_x, (cin, 9, 7)), ("conv2d", attrs))
+    check_exact(g, n=120)
+
+
+def test_conv2d_reference_is_a_real_convolution(rng):
+    """The integer conv equals a direct loop definition (guards the einsum/window indexing)."""
+    w = rand_weights(rng, (2, 3, 3, 2), 4)
+    x = rng.integers(-8, 8, size=(2, 3, 6, 5))
+    attrs = conv2d.Attrs(w, FixedType(4, 0, True), None, None, (2, 1), (1, 0, 0, 1))
+    from tessera.compiler.ir.types import TensorType
+
+    tin = TensorType((3, 6, 5), FixedType(4, 0, True), -8, 7)
+    out = conv2d.OP.infer(attrs, [tin], "n")
+    got = conv2d.OP.reference(attrs, [x], [tin], out)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 1)))
+    want = np.zeros_like(got)
+    for n in range(2):
+        for o in range(2):
+            for i in range(out.shape[1]):
+                for j in range(out.shape[2]):
+                    want[n, o, i, j] = np.sum(xp[n, :, 2 * i : 2 * i + 3, j : j + 2] * w[o])
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("kernel,stride", [((2, 2), (2, 2)), ((3, 3), (2, 2)), ((2, 3), (1, 2))])
+def test_maxpool_exact(make_graph, make_type, kernel, stride):
+    g = make_graph(make_type(8, 3, True, (3, 9, 8)), ("maxpool2d", maxpool2d.Attrs(kernel, stride)))
+    check_exact(g, n=200)
+
+
+def test_relu_flatten_exact(make_graph, make_type):
+    g = make_graph(make_type(9, 2, True, (2, 3, 4)), ("relu", relu.Attrs()), ("flatten", flatten.Attrs()))
+    y = check_exact(g, n=100)
+    assert y.shape == (100, 24) and y.min() == 0
+    assert g.values[g.output].ftype.signed is False
+
+
+def test_wide_dense_uses_int64_and_stays_exact(make_graph, make_type, rng):
+    """16-bit activations do not fit MatMulInteger; the int64 MatMul path must be exact too."""
+    w = rand_weights(rng, (64, 4), 12)
+    g = make_graph(make_type(16, 8, True, (64,)), ("dense", dense.Attrs(w, FixedType(12, 11, True), None, None)))
+    ops = {n.op_type for n in emit_reference(g).graph.node}
+    assert "MatMul" in ops and "MatMulInteger" not in ops
+    check_exact(g)
