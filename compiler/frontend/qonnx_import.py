@@ -48,12 +48,13 @@ def clean(model: onnx.ModelProto) -> onnx.ModelProto:
         if node.name:
             node.doc_string = _NAME_TAG + node.name
     wrapper = ModelWrapper(model)
-    if any(n.op_type in QCDQ_OPS for n in model.graph.node):
-        from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
-
-        wrapper = wrapper.transform(QCDQToQuant())
     try:
         wrapper = cleanup_model(wrapper)
+        if any(n.op_type in QCDQ_OPS for n in wrapper.model.graph.node):
+            from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
+
+            # QCDQToQuant needs the tensor types that the clean-up's shape inference adds.
+            wrapper = cleanup_model(wrapper.transform(QCDQToQuant()))
     except Exception as exc:  # qonnx raises many kinds; report the first line
         raise UnsupportedModelError(f"qonnx clean-up failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     cleaned = wrapper.model

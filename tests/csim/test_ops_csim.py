@@ -66,3 +66,11 @@ def test_strided_conv_csim(make_graph, make_type, rng, tmp_path):
     g = make_graph(make_type(8, 7, True, (2, 8, 7)),
                    ("conv2d", conv2d.Attrs(w, FixedType(8, 7, True), None, None, (2, 2), (0, 0, 0, 0))))
     csim_exact(g, tmp_path, n=150)
+
+
+def test_wide_weights_csim(make_graph, make_type, rng, tmp_path):
+    """20-bit weights with 24 fractional bits and a 30-bit bias survive the weight files exactly."""
+    w = rng.integers(-(1 << 19), (1 << 19) - 1, size=(9, 3), endpoint=True)
+    b = rng.integers(-(1 << 29), (1 << 29) - 1, size=3, endpoint=True)
+    g = make_graph(make_type(6, 2, True, (9,)), ("dense", dense.Attrs(w, FixedType(20, 24, True), b, FixedType(30, 27, True))))
+    csim_exact(g, tmp_path)
