@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
-from ..ops import conv2d, dense, flatten, maxpool2d, quant, relu
+from ..ops import conv, dense, flatten, leakyrelu, maxpool, quant, relu
 
 ALIAS_OPS = {"Identity", "Dropout"}
 QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -180,7 +180,7 @@ class _Importer:
     def _linear(self, node, x: str, w: np.ndarray, b: np.ndarray | None, op: str, **extra) -> None:
         wcodes, wtype = weight_codes(w, f"node '{node.name}' weights")
         bcodes, btype = weight_codes(b, f"node '{node.name}' bias") if b is not None else (None, None)
-        mod = dense if op == "dense" else conv2d
+        mod = dense if op == "dense" else conv
         self.add(node, op, [x], mod.Attrs(wcodes, wtype, bcodes, btype, **extra))
 
     def on_Gemm(self, node: onnx.NodeProto) -> None:
@@ -204,7 +204,7 @@ class _Importer:
         src = self.value(a, node)
         b = self.const(c, node, "one operand")
         prod = self.graph.producer(src)
-        if prod is None or prod.op not in ("dense", "conv2d") or prod.attrs.bias is not None:
+        if prod is None or prod.op not in ("dense", "conv") or prod.attrs.bias is not None:
             raise UnsupportedModelError(f"node '{node.name}' (Add): only a constant bias after MatMul/Conv is supported")
         bcodes, btype = weight_codes(b.reshape(-1), f"node '{node.name}' bias")
         if bcodes.size != prod.attrs.weight.shape[1 if prod.op == "dense" else 0]:
@@ -217,33 +217,40 @@ class _Importer:
 
     def on_Conv(self, node: onnx.NodeProto) -> None:
         w = self.const(node.input[1], node, "the weight")
-        if w.ndim != 4:
-            raise UnsupportedModelError(f"node '{node.name}' (Conv): {w.ndim - 2}D convolution is not supported yet (2D only)")
+        n = w.ndim - 2
+        if n not in (2, 3):
+            raise UnsupportedModelError(f"node '{node.name}' (Conv): {n}D convolution is not supported (2D and 3D are)")
         if _attr(node, "group", 1) != 1:
             raise UnsupportedModelError(f"node '{node.name}' (Conv): grouped convolution (group={_attr(node, 'group')}) is not supported")
-        if any(d != 1 for d in _attr(node, "dilations", [1, 1])):
+        if any(d != 1 for d in _attr(node, "dilations", [1] * n)):
             raise UnsupportedModelError(f"node '{node.name}' (Conv): dilation {_attr(node, 'dilations')} is not supported")
         if _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
             raise UnsupportedModelError(f"node '{node.name}' (Conv): auto_pad {_attr(node, 'auto_pad')} is not supported")
-        pads = list(_attr(node, "pads", [0, 0, 0, 0]))
-        strides = tuple(_attr(node, "strides", [1, 1]))
+        pads = tuple(int(p) for p in _attr(node, "pads", [0] * 2 * n))
+        strides = tuple(int(s) for s in _attr(node, "strides", [1] * n))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
-        self._linear(
-            node, self.value(node.input[0], node), w, b, "conv2d",
-            strides=(int(strides[0]), int(strides[1])), pads=(int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])),
-        )
+        self._linear(node, self.value(node.input[0], node), w, b, "conv", strides=strides, pads=pads)
 
     def on_Relu(self, node: onnx.NodeProto) -> None:
         self.add(node, "relu", [self.value(node.input[0], node)], relu.Attrs())
 
     def on_MaxPool(self, node: onnx.NodeProto) -> None:
         k = tuple(int(v) for v in _attr(node, "kernel_shape"))
-        if len(k) != 2:
-            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): {len(k)}D pooling is not supported yet (2D only)")
-        if any(_attr(node, "pads", [0, 0, 0, 0])) or _attr(node, "ceil_mode", 0) or any(d != 1 for d in _attr(node, "dilations", [1, 1])):
+        n = len(k)
+        if n not in (2, 3):
+            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): {n}D pooling is not supported (2D and 3D are)")
+        if any(_attr(node, "pads", [0] * 2 * n)) or _attr(node, "ceil_mode", 0) or any(d != 1 for d in _attr(node, "dilations", [1] * n)):
             raise UnsupportedModelError(f"node '{node.name}' (MaxPool): padding, ceil_mode and dilation are not supported")
-        s = tuple(int(v) for v in _attr(node, "strides", [1, 1]))
-        self.add(node, "maxpool2d", [self.value(node.input[0], node)], maxpool2d.Attrs(k, s))
+        s = tuple(int(v) for v in _attr(node, "strides", [1] * n))
+        self.add(node, "maxpool", [self.value(node.input[0], node)], maxpool.Attrs(k, s))
+
+    def on_LeakyRelu(self, node: onnx.NodeProto) -> None:
+        alpha = np.float64(np.float32(_attr(node, "alpha", 0.01)))
+        try:
+            code, frac = dyadic_codes(np.array([alpha]))
+        except ValueError:
+            raise UnsupportedModelError(f"node '{node.name}' (LeakyRelu): slope {alpha} is not a fixed-point number") from None
+        self.add(node, "leakyrelu", [self.value(node.input[0], node)], leakyrelu.Attrs(int(code[0]), int(frac)))
 
     def on_Flatten(self, node: onnx.NodeProto) -> None:
         if _attr(node, "axis", 1) != 1:

@@ -41,18 +41,17 @@ class HlsOptions:
             raise UnsupportedModelError(f"project name '{self.project_name}' must be a C identifier")
 
 
-def chw_perm(shape: tuple[int, ...]) -> np.ndarray:
-    """Flat ONNX index of each channels-last position for a (C, H, W) tensor."""
-    c, h, w = shape
-    return np.arange(c * h * w).reshape(c, h, w).transpose(1, 2, 0).ravel()
+def channels_last_perm(shape: tuple[int, ...]) -> np.ndarray:
+    """Flat ONNX index of each channels-last position for a (C, *spatial) tensor."""
+    return np.moveaxis(np.arange(int(np.prod(shape))).reshape(shape), 0, -1).ravel()
 
 
 def hls_shape(shape: tuple[int, ...]) -> list[int]:
-    if len(shape) == 3:
-        return [shape[1], shape[2], shape[0]]
+    if len(shape) in (3, 4):
+        return [*shape[1:], shape[0]]
     if len(shape) == 1:
         return [shape[0]]
-    raise UnsupportedModelError(f"tensors of shape {shape} are not supported (expected (C,H,W) or (N,))")
+    raise UnsupportedModelError(f"tensors of shape {shape} are not supported (expected (C,H,W), (C,D,H,W) or (N,))")
 
 
 class HlsLowering:
@@ -70,8 +69,8 @@ class HlsLowering:
         name = f"l{len(self.layers)}_{node.op}"
         layer = dict(layer, name=name, inputs=[self.layer_of[v] for v in node.inputs])
         out = self.graph.values[node.output]
-        if layout == "chw":
-            self.perm[node.output] = chw_perm(out.shape)
+        if layout == "channels":
+            self.perm[node.output] = channels_last_perm(out.shape)
         elif layout == "same":
             self.perm[node.output] = self.perm[node.inputs[0]]
         else:
@@ -86,7 +85,7 @@ class HlsLowering:
         self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": hls_shape(tin.shape)})
         self.precisions["x_in"] = {"Precision": {"result": tin.ftype.hls()}}
         self.layer_of[self.graph.input] = "x_in"
-        self.perm[self.graph.input] = chw_perm(tin.shape) if len(tin.shape) == 3 else np.arange(tin.size)
+        self.perm[self.graph.input] = channels_last_perm(tin.shape) if len(tin.shape) > 1 else np.arange(tin.size)
         for node in self.graph.nodes:
             ins = [self.graph.values[v] for v in node.inputs]
             OPS[node.op].lower(node.attrs, self, node, ins, self.graph.values[node.output])
@@ -117,6 +116,9 @@ def lower_to_hls4ml(graph: Graph, opts: HlsOptions, output_dir: str):
 
     from hls4ml.model.graph import ModelGraph
 
+    from .extensions import register
+
+    register()
     lowering = HlsLowering(graph, opts)
     lowering.run()
     outputs = [lowering.layer_of[graph.output]]

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from . import conv2d, dense, flatten, maxpool2d, quant, relu
+from . import conv, dense, flatten, leakyrelu, maxpool, quant, relu
 from .base import OpDef
 
 OPS: dict[str, OpDef] = {
     quant.OP.name: quant.OP,
     dense.OP.name: dense.OP,
-    conv2d.OP.name: conv2d.OP,
+    conv.OP.name: conv.OP,
     relu.OP.name: relu.OP,
-    maxpool2d.OP.name: maxpool2d.OP,
+    leakyrelu.OP.name: leakyrelu.OP,
+    maxpool.OP.name: maxpool.OP,
     flatten.OP.name: flatten.OP,
 }
 

@@ -8,7 +8,7 @@ import pytest
 from tessera.compiler.emit import write_project
 from tessera.compiler.ir.types import FixedType
 from tessera.compiler.lower.hls4ml_lower import HlsOptions
-from tessera.compiler.ops import conv2d, dense, maxpool2d, quant, relu
+from tessera.compiler.ops import conv, dense, leakyrelu, maxpool, quant, relu
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
 from tessera.compiler.sim.csim import CSim
@@ -53,10 +53,10 @@ def test_conv_pool_csim(make_graph, make_type, rng, tmp_path, io_type):
     w = rng.integers(-7, 7, size=(4, 3, 3, 3), endpoint=True)
     g = make_graph(
         make_type(6, 5, False, (3, 9, 9)),
-        ("conv2d", conv2d.Attrs(w, FixedType(4, 3, True), rng.integers(-50, 50, size=4), FixedType(8, 8, True), (1, 1), (1, 1, 1, 1))),
+        ("conv", conv.Attrs(w, FixedType(4, 3, True), rng.integers(-50, 50, size=4), FixedType(8, 8, True), (1, 1), (1, 1, 1, 1))),
         ("relu", relu.Attrs()),
         ("requant", quant.Attrs(FixedType(6, 4, False), False, "ROUND")),
-        ("maxpool2d", maxpool2d.Attrs((2, 2), (2, 2))),
+        ("maxpool", maxpool.Attrs((2, 2), (2, 2))),
     )
     csim_exact(g, tmp_path, io_type, n=150)
 
@@ -64,7 +64,7 @@ def test_conv_pool_csim(make_graph, make_type, rng, tmp_path, io_type):
 def test_strided_conv_csim(make_graph, make_type, rng, tmp_path):
     w = rng.integers(-128, 127, size=(3, 2, 3, 3), endpoint=True)
     g = make_graph(make_type(8, 7, True, (2, 8, 7)),
-                   ("conv2d", conv2d.Attrs(w, FixedType(8, 7, True), None, None, (2, 2), (0, 0, 0, 0))))
+                   ("conv", conv.Attrs(w, FixedType(8, 7, True), None, None, (2, 2), (0, 0, 0, 0))))
     csim_exact(g, tmp_path, n=150)
 
 
@@ -74,3 +74,27 @@ def test_wide_weights_csim(make_graph, make_type, rng, tmp_path):
     b = rng.integers(-(1 << 29), (1 << 29) - 1, size=3, endpoint=True)
     g = make_graph(make_type(6, 2, True, (9,)), ("dense", dense.Attrs(w, FixedType(20, 24, True), b, FixedType(30, 27, True))))
     csim_exact(g, tmp_path)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_conv3d_pool3d_dense_csim(make_graph, make_type, rng, tmp_path, io_type):
+    """Tessera's 3D extension layers (hls_templates/conv3d, pool3d) inside an hls4ml project."""
+    from tessera.compiler.ops import flatten
+
+    w1 = rng.integers(-128, 127, size=(4, 2, 3, 3, 3), endpoint=True)
+    w2 = rng.integers(-7, 7, size=(3, 4, 2, 2, 2), endpoint=True)
+    wd = rng.integers(-128, 127, size=(3 * 3 * 3 * 2, 5), endpoint=True)
+    g = make_graph(
+        make_type(8, 7, True, (2, 7, 6, 5)),
+        ("conv", conv.Attrs(w1, FixedType(8, 7, True), rng.integers(-999, 999, size=4), FixedType(11, 14, True),
+                            (1, 1, 1), (1, 1, 1, 1, 1, 1))),
+        ("leakyrelu", leakyrelu.Attrs(1, 3)),
+        ("requant", quant.Attrs(FixedType(8, 5, True), False, "ROUND")),
+        ("conv", conv.Attrs(w2, FixedType(4, 3, True), None, None, (1, 1, 1), (0, 0, 0, 1, 1, 1))),
+        ("relu", relu.Attrs()),
+        ("requant", quant.Attrs(FixedType(6, 4, False), False, "ROUND")),
+        ("maxpool", maxpool.Attrs((2, 2, 2), (2, 2, 2))),
+        ("flatten", flatten.Attrs()),
+        ("dense", dense.Attrs(wd, FixedType(8, 8, True), None, None)),
+    )
+    csim_exact(g, tmp_path, io_type, n=100)

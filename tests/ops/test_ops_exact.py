@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tessera.compiler.ir.types import FixedType
-from tessera.compiler.ops import conv2d, dense, flatten, maxpool2d, quant, relu
+from tessera.compiler.ops import conv, dense, flatten, leakyrelu, maxpool, quant, relu
 from tessera.compiler.reference.emit import OrtReference, emit_reference
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
@@ -85,9 +85,9 @@ def test_requant_matches_qonnx_int_quant(rng):
 def test_conv2d_exact(make_graph, make_type, rng, stride, pads, cin, signed_x):
     w = rand_weights(rng, (5, cin, 3, 3), 8)
     w[0] = 127
-    attrs = conv2d.Attrs(w, FixedType(8, 7, True), rng.integers(-500, 500, size=5), FixedType(11, 10, True),
+    attrs = conv.Attrs(w, FixedType(8, 7, True), rng.integers(-500, 500, size=5), FixedType(11, 10, True),
                          (stride, stride), pads)
-    g = make_graph(make_type(8, 4, signed_x, (cin, 9, 7)), ("conv2d", attrs))
+    g = make_graph(make_type(8, 4, signed_x, (cin, 9, 7)), ("conv", attrs))
     check_exact(g, n=120)
 
 
@@ -95,12 +95,12 @@ def test_conv2d_reference_is_a_real_convolution(rng):
     """The integer conv equals a direct loop definition (guards the einsum/window indexing)."""
     w = rand_weights(rng, (2, 3, 3, 2), 4)
     x = rng.integers(-8, 8, size=(2, 3, 6, 5))
-    attrs = conv2d.Attrs(w, FixedType(4, 0, True), None, None, (2, 1), (1, 0, 0, 1))
+    attrs = conv.Attrs(w, FixedType(4, 0, True), None, None, (2, 1), (1, 0, 0, 1))
     from tessera.compiler.ir.types import TensorType
 
     tin = TensorType((3, 6, 5), FixedType(4, 0, True), -8, 7)
-    out = conv2d.OP.infer(attrs, [tin], "n")
-    got = conv2d.OP.reference(attrs, [x], [tin], out)
+    out = conv.OP.infer(attrs, [tin], "n")
+    got = conv.OP.reference(attrs, [x], [tin], out)
     xp = np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 1)))
     want = np.zeros_like(got)
     for n in range(2):
@@ -113,7 +113,7 @@ def test_conv2d_reference_is_a_real_convolution(rng):
 
 @pytest.mark.parametrize("kernel,stride", [((2, 2), (2, 2)), ((3, 3), (2, 2)), ((2, 3), (1, 2))])
 def test_maxpool_exact(make_graph, make_type, kernel, stride):
-    g = make_graph(make_type(8, 3, True, (3, 9, 8)), ("maxpool2d", maxpool2d.Attrs(kernel, stride)))
+    g = make_graph(make_type(8, 3, True, (3, 9, 8)), ("maxpool", maxpool.Attrs(kernel, stride)))
     check_exact(g, n=200)
 
 
@@ -131,3 +131,53 @@ def test_wide_dense_uses_int64_and_stays_exact(make_graph, make_type, rng):
     ops = {n.op_type for n in emit_reference(g).graph.node}
     assert "MatMul" in ops and "MatMulInteger" not in ops
     check_exact(g)
+
+
+@pytest.mark.parametrize("stride,pads,cin,shape", [
+    ((1, 1, 1), (1, 1, 1, 1, 1, 1), 1, (5, 6, 7)),
+    ((2, 2, 2), (0, 0, 0, 0, 0, 0), 3, (7, 5, 6)),
+    ((1, 2, 1), (0, 1, 0, 1, 0, 1), 16, (4, 5, 5)),
+    ((1, 1, 1), (0, 0, 0, 1, 1, 1), 3, (5, 5, 5)),  # 'same' for an even kernel
+])
+def test_conv3d_exact(make_graph, make_type, rng, stride, pads, cin, shape):
+    k = (2, 2, 2) if pads == (0, 0, 0, 1, 1, 1) else (3, 3, 3)
+    w = rand_weights(rng, (4, cin, *k), 8)
+    w[0] = -128
+    attrs = conv.Attrs(w, FixedType(8, 7, True), rng.integers(-900, 900, size=4), FixedType(12, 11, True), stride, pads)
+    g = make_graph(make_type(8, 5, False, (cin, *shape)), ("conv", attrs))
+    check_exact(g, n=60)
+
+
+def test_conv3d_reference_is_a_real_convolution(rng):
+    w = rand_weights(rng, (2, 2, 2, 3, 2), 4)
+    x = rng.integers(-8, 8, size=(1, 2, 4, 5, 3))
+    attrs = conv.Attrs(w, FixedType(4, 0, True), None, None, (1, 2, 1), (1, 0, 1, 0, 1, 0))
+    from tessera.compiler.ir.types import TensorType
+
+    tin = TensorType((2, 4, 5, 3), FixedType(4, 0, True), -8, 7)
+    out = conv.OP.infer(attrs, [tin], "n")
+    got = conv.OP.reference(attrs, [x], [tin], out)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 1), (1, 0)))
+    for o in range(2):
+        for d in range(out.shape[1]):
+            for h in range(out.shape[2]):
+                for v in range(out.shape[3]):
+                    assert got[0, o, d, h, v] == np.sum(xp[0, :, d : d + 2, 2 * h : 2 * h + 3, v : v + 2] * w[o])
+
+
+@pytest.mark.parametrize("kernel,stride", [((2, 2, 2), (2, 2, 2)), ((3, 3, 3), (2, 2, 2)), ((2, 1, 3), (1, 1, 2))])
+def test_maxpool3d_exact(make_graph, make_type, kernel, stride):
+    g = make_graph(make_type(8, 3, True, (3, 7, 6, 8)), ("maxpool", maxpool.Attrs(kernel, stride)))
+    check_exact(g, n=80)
+
+
+@pytest.mark.parametrize("alpha", [0.125, 0.01, 0.3])
+def test_leakyrelu_exact(make_graph, make_type, alpha):
+    from tessera.compiler.ir.types import dyadic_codes
+
+    code, frac = dyadic_codes(np.array([np.float64(np.float32(alpha))]))
+    g = make_graph(make_type(8, 4, True, (5, 6)), ("leakyrelu", leakyrelu.Attrs(int(code[0]), int(frac))))
+    y = check_exact(g, n=100)
+    x = sample_codes(g.values[g.input], 100, seed=0)
+    real = np.where(x >= 0, x, x * np.float64(np.float32(alpha))) * 2.0**-4
+    assert np.array_equal(np.ldexp(y.astype(np.float64), -g.values[g.output].ftype.frac), real)

@@ -1,0 +1,129 @@
+"""Tessera's hls4ml extension layers (what hls4ml lacks), registered through its public API.
+
+Each extension is one hls4ml ``Layer`` subclass, a C++ header in ``hls_templates/<op>/``,
+and two glue templates beside it (``config.tpl``, ``function.tpl``) rendered with
+:func:`tessera.hls_templates.render`, which fails on a missing key.  ``register()`` is
+idempotent and is called by the lowering before an hls4ml model is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hls4ml.backends import get_backend
+from hls4ml.backends.template import FunctionCallTemplate, LayerConfigTemplate
+from hls4ml.model.attributes import Attribute, TypeAttribute, WeightAttribute
+from hls4ml.model.layers import Layer, register_layer
+
+from ...hls_templates import path as template_path
+from ...hls_templates import render
+
+BACKENDS = ("Vivado", "Vitis")
+DIMS = ("depth", "height", "width")
+
+
+class TesseraConv3D(Layer):
+    """3D convolution, channels-last; attributes mirror hls4ml's Conv2D plus depth."""
+
+    _expected_attributes = [
+        *(Attribute(f"{p}_{d}") for p in ("in", "out", "filt", "stride") for d in DIMS),
+        *(Attribute(k) for k in ("n_chan", "n_filt", "pad_front", "pad_back", "pad_top", "pad_bottom", "pad_left", "pad_right")),
+        WeightAttribute("weight"),
+        WeightAttribute("bias"),
+        TypeAttribute("weight"),
+        TypeAttribute("bias"),
+        TypeAttribute("accum"),
+    ]
+
+    def initialize(self):
+        self.add_output_variable([self.get_attr(f"out_{d}") for d in DIMS] + [self.get_attr("n_filt")])
+        self.add_weights_variable(name="weight", var_name="w{index}", data="weight")
+        self.add_weights_variable(name="bias", var_name="b{index}", data="bias")
+
+
+class TesseraMaxPool3D(Layer):
+    """3D max pooling, channels-last, no padding."""
+
+    _expected_attributes = [
+        *(Attribute(f"{p}_{d}") for p in ("in", "out", "pool", "stride") for d in DIMS),
+        Attribute("n_filt"),
+    ]
+
+    def initialize(self):
+        self.add_output_variable([self.get_attr(f"out_{d}") for d in DIMS] + [self.get_attr("n_filt")])
+
+
+@dataclass(frozen=True)
+class Extension:
+    layer: type
+    folder: str  # in hls_templates/
+    header: str
+    config_keys: tuple[str, ...]
+    weights: tuple[str, ...] = ()
+
+
+EXTENSIONS: dict[str, Extension] = {
+    "TesseraConv3D": Extension(
+        TesseraConv3D, "conv3d", "nnet_tessera_conv3d.h",
+        tuple(f"{p}_{d}" for p in ("in", "out", "filt", "stride") for d in DIMS)
+        + ("n_chan", "n_filt", "pad_front", "pad_top", "pad_left"),
+        ("weight", "bias"),
+    ),
+    "TesseraMaxPool3D": Extension(
+        TesseraMaxPool3D, "pool3d", "nnet_tessera_pool3d.h",
+        tuple(f"{p}_{d}" for p in ("in", "out", "pool", "stride") for d in DIMS) + ("n_filt",),
+    ),
+}
+
+
+def _config_template(name: str, ext: Extension):
+    class ConfigTemplate(LayerConfigTemplate):
+        def __init__(self):
+            super().__init__(ext.layer)
+
+        def format(self, node):
+            params = {k: node.get_attr(k) for k in ext.config_keys}
+            params.update(index=node.index, reuse=node.get_attr("reuse_factor", 1))
+            if ext.weights:
+                params.update(accum_t=node.get_attr("accum_t").name, weight_t=node.get_weights("weight").type.name,
+                              bias_t=node.get_weights("bias").type.name)
+            return render(f"{ext.folder}/config.tpl", **params)
+
+    ConfigTemplate.__name__ = f"{name}ConfigTemplate"
+    return ConfigTemplate
+
+
+def _function_template(name: str, ext: Extension):
+    class FunctionTemplate(FunctionCallTemplate):
+        def __init__(self):
+            super().__init__(ext.layer, include_header=[f"nnet_utils/{ext.header}"])
+
+        def format(self, node):
+            params = self._default_function_params(node)
+            io = node.model.config.get_config_value("IOType")
+            params["form"] = "stream" if io == "io_stream" else "cl"
+            if ext.weights:
+                params["w"] = node.get_weights("weight").name
+                params["b"] = node.get_weights("bias").name
+            keys = ("form", "input_t", "output_t", "config", "input", "output") + (("w", "b") if ext.weights else ())
+            return render(f"{ext.folder}/function.tpl", **{k: params[k] for k in keys}).strip()
+
+    FunctionTemplate.__name__ = f"{name}FunctionTemplate"
+    return FunctionTemplate
+
+
+_registered = False
+
+
+def register() -> None:
+    global _registered
+    if _registered:
+        return
+    for name, ext in EXTENSIONS.items():
+        register_layer(name, ext.layer)
+        for backend_name in BACKENDS:
+            backend = get_backend(backend_name)
+            backend.register_template(_config_template(name, ext))
+            backend.register_template(_function_template(name, ext))
+            backend.register_source(template_path(f"{ext.folder}/{ext.header}"))
+    _registered = True

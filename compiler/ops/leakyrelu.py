@@ -1,0 +1,57 @@
+"""LeakyReLU with an exact dyadic slope: ``x >= 0 ? x : alpha * x``.
+
+``alpha = a * 2**-fa`` (``a`` an integer, found exactly from the float attribute); the
+result has ``fx + fa`` fractional bits, so nothing rounds.  A power-of-two slope (e.g. 1/8)
+keeps the width growth to ``fa`` bits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.types import FixedType, TensorType
+from .base import OpDef, check_width
+
+
+@dataclass(frozen=True)
+class Attrs:
+    alpha_code: int
+    alpha_frac: int
+
+    @property
+    def alpha_type(self) -> FixedType:
+        return FixedType.for_range(min(self.alpha_code, 0), max(self.alpha_code, 0), self.alpha_frac)
+
+
+class LeakyRelu(OpDef):
+    name = "leakyrelu"
+
+    def infer(self, attrs: Attrs, ins, node):
+        (x,) = ins
+        a, fa = attrs.alpha_code, attrs.alpha_frac
+        cands = [x.lo << fa if x.lo >= 0 else x.lo * a, x.hi << fa if x.hi >= 0 else x.hi * a, 0]
+        return check_width(TensorType.from_range(x.shape, min(cands), max(cands), x.ftype.frac + fa), node, "LeakyRelu")
+
+    def reference(self, attrs: Attrs, xs, ins, out):
+        x = xs[0].astype(np.int64)
+        return np.where(x >= 0, x << np.int64(attrs.alpha_frac), x * np.int64(attrs.alpha_code))
+
+    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+        pos = b.op("Mul", [b.op("Max", [xs[0], b.const(np.array(0, dtype=np.int64))]),
+                           b.const(np.array(1 << attrs.alpha_frac, dtype=np.int64))])
+        neg = b.op("Mul", [b.op("Min", [xs[0], b.const(np.array(0, dtype=np.int64))]),
+                           b.const(np.array(attrs.alpha_code, dtype=np.int64))])
+        return b.op("Add", [pos, neg])
+
+    def lower(self, attrs: Attrs, hl, node, ins, out):
+        hl.add_layer(
+            node,
+            {"class_name": "LeakyReLU", "activation": "leaky_relu",
+             "activ_param": float(np.ldexp(float(attrs.alpha_code), -attrs.alpha_frac))},
+            {"result": out.ftype.hls(), "param": attrs.alpha_type.hls()},
+        )
+
+
+OP = LeakyRelu()
