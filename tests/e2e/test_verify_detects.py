@@ -55,3 +55,18 @@ def test_changed_rounding_mode_is_caught(project, tmp_path):
         lib.unlink()
     r, rep = run_verify(model, prj, tmp_path)
     assert r.exit_code == 1 and rep["mismatches"] > 0
+
+
+@pytest.mark.parametrize("reuse", [2, 4])
+def test_reuse_factor_project_verifies(tmp_path, make_qonnx_mlp, reuse):
+    model = make_qonnx_mlp(tmp_path / "m.onnx")
+    prj = tmp_path / "prj"
+    r = CliRunner().invoke(main, ["compile", str(model), "-o", str(prj), "--reuse", str(reuse), "--io-type", "stream"])
+    assert r.exit_code == 0, r.output
+    params = (prj / "firmware" / "parameters.h").read_text()
+    assert f"reuse_factor = {reuse};" in params
+    for f in ("build_prj.tcl", "firmware/tessera_model.cpp", "tb_data/tb_input_features.dat",
+              "tb_data/tessera_expected_codes.txt", "tessera_tb.cpp", "reference.onnx", "tessera.json"):
+        assert (prj / f).is_file(), f
+    r, rep = run_verify(model, prj, tmp_path)
+    assert r.exit_code == 0 and rep["mismatches"] == 0, r.output
