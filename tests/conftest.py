@@ -7,7 +7,7 @@ import pytest
 
 from tessera.compiler.ir.graph import Graph, Node
 from tessera.compiler.ir.types import FixedType, TensorType
-from tessera.compiler.ops import quant
+from tessera.compiler.ops import conv, merge, quant, relu
 from tessera.compiler.passes import run_passes
 
 
@@ -82,3 +82,35 @@ def qonnx_mlp(path, act_scale=2.0**-4, weight_scale=2.0**-6, insert=None, seed=0
 @pytest.fixture
 def make_qonnx_mlp():
     return qonnx_mlp
+
+
+def dag_graph(in_type, nodes):
+    """Input 'x' and nodes given as (name, op, [inputs], attrs); the last node is the output."""
+    g = Graph(input="x", output=nodes[-1][0], values={"x": in_type})
+    g.input_quant = quant.Attrs(in_type.ftype, False, "ROUND")
+    for name, op, inputs, attrs in nodes:
+        g.nodes.append(Node(name, op, list(inputs), name, attrs))
+    return run_passes(g)
+
+
+@pytest.fixture
+def make_dag():
+    return dag_graph
+
+
+def _skip_block(rng, cin, spatial_rank):
+    """x -> conv -> requant (a); x -> relu (b, other frac); concat(a, b); add(concat, concat)."""
+    k = (3,) * spatial_rank
+    w = rng.integers(-32, 31, size=(3, cin, *k), endpoint=True)
+    return [
+        ("a0", "conv", ["x"], conv.Attrs(w, FixedType(6, 5, True), None, None, (1,) * spatial_rank, (1,) * 2 * spatial_rank)),
+        ("a", "requant", ["a0"], quant.Attrs(FixedType(7, 6, True), False, "ROUND")),
+        ("b", "relu", ["x"], relu.Attrs()),
+        ("cat", "concat", ["a", "b"], merge.Attrs()),
+        ("sum", "add", ["cat", "cat"], merge.Attrs()),
+    ]
+
+
+@pytest.fixture
+def skip_block():
+    return _skip_block

@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
-from ..ops import conv, dense, flatten, leakyrelu, maxpool, quant, relu
+from ..ops import conv, dense, flatten, leakyrelu, maxpool, merge, quant, relu
 
 ALIAS_OPS = {"Identity", "Dropout"}
 QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -197,8 +197,16 @@ class _Importer:
             raise UnsupportedModelError(f"node '{node.name}' (MatMul): weight must be 2D, got {w.shape}")
         self._linear(node, self.value(node.input[0], node), w, None, "dense")
 
+    def on_Concat(self, node: onnx.NodeProto) -> None:
+        if _attr(node, "axis") != 1 or len(node.input) != 2:
+            raise UnsupportedModelError(f"node '{node.name}' (Concat): only two inputs along channels (axis 1) are supported")
+        self.add(node, "concat", [self.value(v, node) for v in node.input], merge.Attrs())
+
     def on_Add(self, node: onnx.NodeProto) -> None:
         a, c = node.input
+        if not any(isinstance(self.env.get(v), _Const) for v in node.input):
+            self.add(node, "add", [self.value(a, node), self.value(c, node)], merge.Attrs())
+            return
         if isinstance(self.env.get(a), _Const):
             a, c = c, a
         src = self.value(a, node)

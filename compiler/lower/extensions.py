@@ -53,6 +53,24 @@ class TesseraMaxPool3D(Layer):
         self.add_output_variable([self.get_attr(f"out_{d}") for d in DIMS] + [self.get_attr("n_filt")])
 
 
+class TesseraConcat(Layer):
+    """Channel concatenation of two channels-last tensors of any rank."""
+
+    _expected_attributes = [Attribute("n_pos"), Attribute("n_chan1"), Attribute("n_chan2")]
+
+    def initialize(self):
+        self.add_output_variable(list(self.get_attr("out_shape")))
+
+
+class TesseraAdd(Layer):
+    """Elementwise sum of two tensors of the same shape and layout."""
+
+    _expected_attributes = [Attribute("n_elem"), Attribute("n_chan")]
+
+    def initialize(self):
+        self.add_output_variable(list(self.get_attr("out_shape")))
+
+
 @dataclass(frozen=True)
 class Extension:
     layer: type
@@ -60,6 +78,8 @@ class Extension:
     header: str
     config_keys: tuple[str, ...]
     weights: tuple[str, ...] = ()
+    prefix: str = ""  # glue templates are <prefix>config.tpl and <prefix>function.tpl
+    n_inputs: int = 1
 
 
 EXTENSIONS: dict[str, Extension] = {
@@ -73,6 +93,9 @@ EXTENSIONS: dict[str, Extension] = {
         TesseraMaxPool3D, "pool3d", "nnet_tessera_pool3d.h",
         tuple(f"{p}_{d}" for p in ("in", "out", "pool", "stride") for d in DIMS) + ("n_filt",),
     ),
+    "TesseraConcat": Extension(TesseraConcat, "merge", "nnet_tessera_merge.h", ("n_pos", "n_chan1", "n_chan2"),
+                               prefix="concat_", n_inputs=2),
+    "TesseraAdd": Extension(TesseraAdd, "merge", "nnet_tessera_merge.h", ("n_elem", "n_chan"), prefix="add_", n_inputs=2),
 }
 
 
@@ -87,7 +110,7 @@ def _config_template(name: str, ext: Extension):
             if ext.weights:
                 params.update(accum_t=node.get_attr("accum_t").name, weight_t=node.get_weights("weight").type.name,
                               bias_t=node.get_weights("bias").type.name)
-            return render(f"{ext.folder}/config.tpl", **params)
+            return render(f"{ext.folder}/{ext.prefix}config.tpl", **params)
 
     ConfigTemplate.__name__ = f"{name}ConfigTemplate"
     return ConfigTemplate
@@ -105,8 +128,15 @@ def _function_template(name: str, ext: Extension):
             if ext.weights:
                 params["w"] = node.get_weights("weight").name
                 params["b"] = node.get_weights("bias").name
-            keys = ("form", "input_t", "output_t", "config", "input", "output") + (("w", "b") if ext.weights else ())
-            return render(f"{ext.folder}/function.tpl", **{k: params[k] for k in keys}).strip()
+            keys = ["form", "output_t", "config", "output"] + (["w", "b"] if ext.weights else [])
+            if ext.n_inputs == 1:
+                keys += ["input_t", "input"]
+            else:
+                for i, name in enumerate(node.inputs, start=1):
+                    var = node.get_input_variable(name)
+                    params[f"input{i}"], params[f"input{i}_t"] = var.name, var.type.name
+                    keys += [f"input{i}", f"input{i}_t"]
+            return render(f"{ext.folder}/{ext.prefix}function.tpl", **{k: params[k] for k in keys}).strip()
 
     FunctionTemplate.__name__ = f"{name}FunctionTemplate"
     return FunctionTemplate
@@ -125,5 +155,7 @@ def register() -> None:
             backend = get_backend(backend_name)
             backend.register_template(_config_template(name, ext))
             backend.register_template(_function_template(name, ext))
-            backend.register_source(template_path(f"{ext.folder}/{ext.header}"))
+            source = template_path(f"{ext.folder}/{ext.header}")
+            if f"nnet_utils/{source.name}" not in backend.get_custom_source():
+                backend.register_source(source)
     _registered = True

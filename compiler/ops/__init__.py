@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import conv, dense, flatten, leakyrelu, maxpool, quant, relu
+from . import conv, dense, flatten, leakyrelu, maxpool, merge, quant, relu
 from .base import OpDef
 
 OPS: dict[str, OpDef] = {
@@ -13,6 +13,8 @@ OPS: dict[str, OpDef] = {
     leakyrelu.OP.name: leakyrelu.OP,
     maxpool.OP.name: maxpool.OP,
     flatten.OP.name: flatten.OP,
+    merge.CONCAT.name: merge.CONCAT,
+    merge.ADD.name: merge.ADD,
 }
 
 __all__ = ["OPS", "OpDef"]

@@ -98,3 +98,10 @@ def test_conv3d_pool3d_dense_csim(make_graph, make_type, rng, tmp_path, io_type)
         ("dense", dense.Attrs(wd, FixedType(8, 8, True), None, None)),
     )
     csim_exact(g, tmp_path, io_type, n=100)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_concat_add_csim(make_dag, make_type, skip_block, rng, tmp_path, io_type):
+    """Skip connections: channel Concat of differently typed tensors and Add, in 3D."""
+    g = make_dag(make_type(8, 3, True, (2, 5, 4, 3)), skip_block(rng, 2, 3))
+    csim_exact(g, tmp_path, io_type, n=80)

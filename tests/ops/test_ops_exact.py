@@ -181,3 +181,13 @@ def test_leakyrelu_exact(make_graph, make_type, alpha):
     x = sample_codes(g.values[g.input], 100, seed=0)
     real = np.where(x >= 0, x, x * np.float64(np.float32(alpha))) * 2.0**-4
     assert np.array_equal(np.ldexp(y.astype(np.float64), -g.values[g.output].ftype.frac), real)
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_concat_add_exact(make_dag, make_type, skip_block, rng, rank):
+    shape = (2, 5, 4, 3)[: rank + 1]
+    g = make_dag(make_type(8, 3, True, shape), skip_block(rng, 2, rank))
+    y = check_exact(g, n=80)
+    t = g.values["cat"]
+    assert t.shape == (5, *shape[1:]) and t.ftype.frac == 6
+    assert y.shape == (80, 5, *shape[1:])

@@ -1,0 +1,248 @@
+"""Quantized 3D CNNs: shapes, learning, BatchNorm folding, QONNX export contents."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tessera.models.cnn3d import (
+    LEAKY_SLOPE,
+    build_cnn3d,
+    cosmoflow,
+    cosmoflow_mlperf,
+    count_macs,
+    count_params,
+    fold_batchnorm,
+    unet3d,
+)
+from tessera.models.quant import is_power_of_two
+from tessera.models.train import export_model
+
+ALLOWED_OPS = {"Quant", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "Relu",
+               "LeakyRelu", "Concat", "Add", "Flatten", "Reshape", "Gemm", "MatMul"}
+
+# (name, input size, in channels, outputs) at CI size, width 1/16.  CosmoFlow needs 32:
+# below that its k3 convs run on 1^3 volumes where only the centre tap sees data.
+SMALL = [("cosmoflow", 32, 4, 4), ("cosmoflow-mlperf", 16, 4, 4), ("unet3d", 8, 1, 3)]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
+def _small(name, size, cin, nout, seed=0):
+    torch.manual_seed(seed)
+    return build_cnn3d(name, width=1 / 16, input_size=size, in_channels=cin, n_out=nout)
+
+
+def _warm_bn(model, x, steps=3):
+    """Give BatchNorm non-trivial running statistics (train-mode passes, no update)."""
+    model.train()
+    with torch.no_grad():
+        for _ in range(steps):
+            model(x)
+    return model.eval()
+
+
+def test_published_shapes():
+    m = cosmoflow(width=1.0, input_size=128)
+    assert m.n_flat == 2048 and m.skipped_pools == []
+    convs = [mod for mod in m.features if isinstance(mod, nn.Conv3d)]
+    assert [c.out_channels for c in convs] == [16, 32, 64, 128, 256, 256, 256]
+    assert [c.stride[0] for c in convs] == [1, 1, 1, 2, 1, 1, 1]
+    pools = [mod for mod in m.features if isinstance(mod, nn.AvgPool3d)]
+    assert len(pools) == 5 and all(p.count_include_pad for p in pools)
+    lin = [mod for mod in m.head if isinstance(mod, nn.Linear)]
+    assert [(l.in_features, l.out_features) for l in lin] == [(2048, 2048), (2048, 256), (256, 4)]
+    assert all(a.negative_slope == LEAKY_SLOPE == 0.125
+               for a in m.modules() if isinstance(a, nn.LeakyReLU))
+    mp = cosmoflow_mlperf(width=1.0, input_size=128)
+    assert mp.n_flat == 512 * 4 ** 3
+    assert [c.out_channels for c in mp.features if isinstance(c, nn.Conv3d)] == \
+        [32, 64, 128, 256, 512]
+    u = unet3d(width=1.0)
+    assert [c.out_channels for c in u.modules() if isinstance(c, nn.ConvTranspose3d)] == \
+        [512, 256, 128]
+    # small configuration: pools that would see fewer than 3 voxels are dropped
+    assert cosmoflow(width=0.25, input_size=32).skipped_pools == [3, 4]
+
+
+@pytest.mark.parametrize("name,size,cin,nout", SMALL)
+def test_small_models_build_and_loss_falls(name, size, cin, nout):
+    m = _small(name, size, cin, nout)
+    for mod in m.modules():  # dropout noise would hide the trend in 12 steps
+        if isinstance(mod, nn.Dropout):
+            mod.p = 0.0
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(4, cin, size, size, size, generator=g)
+    if name == "unet3d":
+        y = (x[:, 0] > 0.66).long() + (x[:, 0] > 0.33).long()  # 3 classes from intensity
+        loss_fn = nn.functional.cross_entropy
+        out_shape = (4, nout, size, size, size)
+    else:
+        y = torch.rand(4, nout, generator=g) * 2 - 1
+        loss_fn = nn.functional.mse_loss
+        out_shape = (4, nout)
+    opt = torch.optim.Adam(m.parameters(), lr=3e-3)
+    losses = []
+    m.train()
+    for _ in range(12):
+        out = m(x)
+        assert tuple(out.shape) == out_shape
+        loss = loss_fn(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    assert np.isfinite(losses).all()
+    assert min(losses[-3:]) < 0.7 * losses[0], losses
+    assert count_params(m) > 0 and count_macs(m, (cin, size, size, size)) > 0
+
+
+def test_count_macs_matches_hand_count():
+    m = nn.Sequential(nn.Conv3d(2, 3, 3, padding=1), nn.Flatten(), nn.Linear(3 * 4 ** 3, 5))
+    assert count_macs(m, (2, 4, 4, 4)) == 3 * 4 ** 3 * 2 * 27 + 3 * 4 ** 3 * 5
+    t = nn.ConvTranspose3d(4, 2, 2, stride=2)
+    assert count_macs(t, (4, 3, 3, 3)) == 4 * 27 * 2 * 8
+
+
+def test_fold_batchnorm_float_conv_is_equivalent():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv3d(2, 4, 3, padding=1), nn.BatchNorm3d(4), nn.ReLU())
+    with torch.no_grad():
+        m[1].running_mean.uniform_(-1, 1)
+        m[1].running_var.uniform_(0.5, 2)
+        m[1].weight.uniform_(0.5, 2)
+        m[1].bias.uniform_(-1, 1)
+    m.eval()
+    f = fold_batchnorm(m)
+    assert not any(isinstance(x, nn.BatchNorm3d) for x in f.modules())
+    assert isinstance(m[1], nn.BatchNorm3d), "the original model must be left alone"
+    x = torch.randn(2, 2, 5, 5, 5)
+    torch.testing.assert_close(f(x), m(x), atol=1e-5, rtol=1e-5)
+
+
+def test_fold_batchnorm_quantized_is_exact_when_folding_is_representable():
+    """With BN scales gamma / sqrt(var + eps) = 2^k (one k per layer) and offsets on a coarse
+    grid, the folded weights quantize to exactly the scaled codes and the folded bias is
+    representable, so the folded quantized U-Net must equal the BN model bit for bit."""
+    m = _small("unet3d", 8, 1, 3)
+    x = torch.rand(2, 1, 8, 8, 8, generator=torch.Generator().manual_seed(3))
+    _warm_bn(m, x, steps=60)  # past ACT_STATS_STEPS: learned pow2 activation scales
+    r = np.random.default_rng(0)
+    for bn in (mod for mod in m.modules() if isinstance(mod, nn.BatchNorm3d)):
+        k = float(r.choice([0.5, 1.0, 2.0]))
+        with torch.no_grad():
+            bn.running_var.copy_(torch.from_numpy(r.uniform(0.5, 2, bn.num_features)).float())
+            bn.running_mean.zero_()
+            bn.weight.copy_(k * torch.sqrt(bn.running_var + bn.eps))
+            bn.bias.copy_(torch.from_numpy(r.integers(-8, 9, bn.num_features) / 64.0).float())
+    m.eval()
+    f = fold_batchnorm(m)
+    with torch.no_grad():
+        a, b = m(x), f(x)
+    assert torch.equal(a, b), f"max diff {(a - b).abs().max().item()}"
+
+
+def test_fold_batchnorm_quantized_general_case_is_close():
+    """General BN statistics: the folded weights get a new power-of-two scale, so the folded
+    model differs from the BN model by weight/bias re-quantization only."""
+    m = _small("unet3d", 8, 1, 3)
+    x = torch.rand(2, 1, 8, 8, 8, generator=torch.Generator().manual_seed(3))
+    _warm_bn(m, x, steps=60)
+    f = fold_batchnorm(m)
+    with torch.no_grad():
+        a, b = m(x), f(x)
+    rng = float(a.abs().max())
+    assert float((a - b).abs().mean()) < 0.1 * rng
+    assert (a.argmax(1) == b.argmax(1)).float().mean() > 0.8
+
+
+def _export(tmp_path, name, size, cin, nout):
+    m = _small(name, size, cin, nout)
+    x = torch.rand(2, cin, size, size, size, generator=torch.Generator().manual_seed(0))
+    _warm_bn(m, x, steps=60)
+    if name == "unet3d":
+        m = fold_batchnorm(m)
+    path = export_model(m, x[:1], tmp_path / f"{name}.onnx")
+    import onnx
+
+    return onnx.load(str(path)), m, x
+
+
+@pytest.mark.parametrize("name,size,cin,nout", SMALL)
+def test_export_contains_only_allowed_ops_with_pow2_scales(tmp_path, name, size, cin, nout):
+    from onnx import numpy_helper
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, _, _ = _export(tmp_path, name, size, cin, nout)
+    g = model.graph
+    ops = [n.op_type for n in g.node]
+    assert set(ops) <= ALLOWED_OPS, set(ops) - ALLOWED_OPS
+    assert "BatchNormalization" not in ops and "Pad" not in ops
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    consts = {n.output[0]: numpy_helper.to_array(n.attribute[0].t)
+              for n in g.node if n.op_type == "Constant"}
+    inits.update(consts)
+    n_quant = 0
+    for n in g.node:
+        if n.op_type == "Quant":
+            n_quant += 1
+            scale, zp = inits[n.input[1]], inits[n.input[2]]
+            assert np.all(zp == 0), n.name
+            assert all(is_power_of_two(s) for s in np.ravel(scale)), (n.name, scale)
+        if n.op_type == "LeakyRelu":
+            alpha = [a.f for a in n.attribute if a.name == "alpha"][0]
+            assert alpha == LEAKY_SLOPE
+        if n.op_type == "AveragePool":
+            attrs = {a.name: a for a in n.attribute}
+            assert attrs["count_include_pad"].i == 1
+    assert n_quant > 0
+    expected = {"cosmoflow": {"Conv", "LeakyRelu", "AveragePool", "Gemm"},
+                "cosmoflow-mlperf": {"Conv", "LeakyRelu", "MaxPool", "Gemm"},
+                "unet3d": {"Conv", "ConvTranspose", "Relu", "MaxPool", "Concat"}}[name]
+    assert expected <= set(ops)
+
+
+def test_unet_concat_inputs_share_one_quant_type(tmp_path):
+    from onnx import numpy_helper
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, _, _ = _export(tmp_path, "unet3d", 8, 1, 3)
+    g = model.graph
+    producer = {o: n for n in g.node for o in n.output}
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    concats = [n for n in g.node if n.op_type == "Concat"]
+    assert len(concats) == 3
+    for c in concats:
+        qs = [producer[i] for i in c.input]
+        assert all(q.op_type == "Quant" for q in qs)
+        sig = [(float(inits[q.input[1]]), float(inits[q.input[3]]),
+                tuple((a.name, a.i) for a in q.attribute if a.name in ("signed", "narrow")))
+               for q in qs]
+        assert sig[0] == sig[1], sig
+
+
+def test_export_matches_torch_model(tmp_path):
+    """The exported MLPerf CosmoFlow (Quant ops executed by qonnx) reproduces the model."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, m, x = _export(tmp_path, "cosmoflow-mlperf", 16, 4, 4)
+        w = ModelWrapper(model)
+        out = execute_onnx(w, {"input": x[:1].numpy()})["output"]
+    with torch.no_grad():
+        ref = m.eval()(x[:1]).numpy()
+    np.testing.assert_allclose(out, ref, atol=1e-6)
