@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
-from ..ops import conv, dense, flatten, leakyrelu, maxpool, merge, quant, relu
+from ..ops import conv, convtranspose, dense, flatten, leakyrelu, maxpool, merge, quant, relu
 
 ALIAS_OPS = {"Identity", "Dropout"}
 QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -180,7 +180,7 @@ class _Importer:
     def _linear(self, node, x: str, w: np.ndarray, b: np.ndarray | None, op: str, **extra) -> None:
         wcodes, wtype = weight_codes(w, f"node '{node.name}' weights")
         bcodes, btype = weight_codes(b, f"node '{node.name}' bias") if b is not None else (None, None)
-        mod = dense if op == "dense" else conv
+        mod = {"dense": dense, "conv": conv, "convtranspose": convtranspose}[op]
         self.add(node, op, [x], mod.Attrs(wcodes, wtype, bcodes, btype, **extra))
 
     def on_Gemm(self, node: onnx.NodeProto) -> None:
@@ -212,10 +212,10 @@ class _Importer:
         src = self.value(a, node)
         b = self.const(c, node, "one operand")
         prod = self.graph.producer(src)
-        if prod is None or prod.op not in ("dense", "conv") or prod.attrs.bias is not None:
+        if prod is None or prod.op not in ("dense", "conv", "convtranspose") or prod.attrs.bias is not None:
             raise UnsupportedModelError(f"node '{node.name}' (Add): only a constant bias after MatMul/Conv is supported")
         bcodes, btype = weight_codes(b.reshape(-1), f"node '{node.name}' bias")
-        if bcodes.size != prod.attrs.weight.shape[1 if prod.op == "dense" else 0]:
+        if bcodes.size != prod.attrs.weight.shape[{"dense": 1, "conv": 0, "convtranspose": 1}[prod.op]]:
             raise UnsupportedModelError(f"node '{node.name}' (Add): bias of shape {b.shape} does not match the layer")
         if sum(a in n.input for n in self.model.graph.node) != 1:
             raise UnsupportedModelError(f"node '{node.name}' (Add): the layer output '{a}' is also used before its bias")
@@ -238,6 +238,19 @@ class _Importer:
         strides = tuple(int(s) for s in _attr(node, "strides", [1] * n))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
         self._linear(node, self.value(node.input[0], node), w, b, "conv", strides=strides, pads=pads)
+
+    def on_ConvTranspose(self, node: onnx.NodeProto) -> None:
+        w = self.const(node.input[1], node, "the weight")
+        n = w.ndim - 2
+        if n not in (2, 3) or _attr(node, "group", 1) != 1 or any(d != 1 for d in _attr(node, "dilations", [1] * n)):
+            raise UnsupportedModelError(f"node '{node.name}' (ConvTranspose): only 2D/3D, group 1, dilation 1 is supported")
+        if any(_attr(node, "output_padding", [0] * n)) or _attr(node, "output_shape") or \
+                _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+            raise UnsupportedModelError(f"node '{node.name}' (ConvTranspose): output_padding/output_shape/auto_pad are not supported")
+        pads = tuple(int(p) for p in _attr(node, "pads", [0] * 2 * n))
+        strides = tuple(int(s) for s in _attr(node, "strides", [1] * n))
+        b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
+        self._linear(node, self.value(node.input[0], node), w, b, "convtranspose", strides=strides, pads=pads)
 
     def on_Relu(self, node: onnx.NodeProto) -> None:
         self.add(node, "relu", [self.value(node.input[0], node)], relu.Attrs())

@@ -41,6 +41,10 @@ class TesseraConv3D(Layer):
         self.add_weights_variable(name="bias", var_name="b{index}", data="bias")
 
 
+class TesseraConvTranspose3D(TesseraConv3D):
+    """3D transposed convolution, channels-last; same attributes as TesseraConv3D."""
+
+
 class TesseraMaxPool3D(Layer):
     """3D max pooling, channels-last, no padding."""
 
@@ -85,6 +89,12 @@ class Extension:
 EXTENSIONS: dict[str, Extension] = {
     "TesseraConv3D": Extension(
         TesseraConv3D, "conv3d", "nnet_tessera_conv3d.h",
+        tuple(f"{p}_{d}" for p in ("in", "out", "filt", "stride") for d in DIMS)
+        + ("n_chan", "n_filt", "pad_front", "pad_top", "pad_left"),
+        ("weight", "bias"),
+    ),
+    "TesseraConvTranspose3D": Extension(
+        TesseraConvTranspose3D, "convtranspose3d", "nnet_tessera_convtranspose3d.h",
         tuple(f"{p}_{d}" for p in ("in", "out", "filt", "stride") for d in DIMS)
         + ("n_chan", "n_filt", "pad_front", "pad_top", "pad_left"),
         ("weight", "bias"),

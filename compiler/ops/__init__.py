@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from . import conv, dense, flatten, leakyrelu, maxpool, merge, quant, relu
+from . import conv, convtranspose, dense, flatten, leakyrelu, maxpool, merge, quant, relu
 from .base import OpDef
 
 OPS: dict[str, OpDef] = {
     quant.OP.name: quant.OP,
     dense.OP.name: dense.OP,
     conv.OP.name: conv.OP,
+    convtranspose.OP.name: convtranspose.OP,
     relu.OP.name: relu.OP,
     leakyrelu.OP.name: leakyrelu.OP,
     maxpool.OP.name: maxpool.OP,

@@ -18,7 +18,7 @@ from ..ops import OPS
 
 OPSET = 17
 _DTYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "int8": TensorProto.INT8,
-           "uint8": TensorProto.UINT8, "double": TensorProto.DOUBLE}
+           "uint8": TensorProto.UINT8, "double": TensorProto.DOUBLE, "float": TensorProto.FLOAT}
 
 
 class OnnxBuilder:

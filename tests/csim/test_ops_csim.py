@@ -105,3 +105,18 @@ def test_concat_add_csim(make_dag, make_type, skip_block, rng, tmp_path, io_type
     """Skip connections: channel Concat of differently typed tensors and Add, in 3D."""
     g = make_dag(make_type(8, 3, True, (2, 5, 4, 3)), skip_block(rng, 2, 3))
     csim_exact(g, tmp_path, io_type, n=80)
+
+
+@pytest.mark.parametrize("io_type,k,s,pads", [("io_parallel", (2, 2, 2), (2, 2, 2), (0,) * 6),
+                                              ("io_stream", (3, 3, 3), (2, 2, 2), (1, 1, 1, 1, 1, 1))])
+def test_convtranspose3d_csim(make_graph, make_type, rng, tmp_path, io_type, k, s, pads):
+    from tessera.compiler.ops import convtranspose
+
+    w = rng.integers(-128, 127, size=(3, 2, *k), endpoint=True)
+    g = make_graph(
+        make_type(6, 5, False, (3, 3, 4, 2)),
+        ("convtranspose", convtranspose.Attrs(w, FixedType(8, 7, True), rng.integers(-99, 99, size=2),
+                                              FixedType(8, 13, True), s, pads)),
+        ("requant", quant.Attrs(FixedType(8, 5, True), True, "HALF_UP")),
+    )
+    csim_exact(g, tmp_path, io_type, n=80)

@@ -191,3 +191,35 @@ def test_concat_add_exact(make_dag, make_type, skip_block, rng, rank):
     t = g.values["cat"]
     assert t.shape == (5, *shape[1:]) and t.ftype.frac == 6
     assert y.shape == (80, 5, *shape[1:])
+
+
+@pytest.mark.parametrize("k,s,pads", [((2, 2, 2), (2, 2, 2), (0,) * 6), ((3, 3, 3), (2, 2, 2), (1, 1, 1, 1, 1, 1)),
+                                      ((3, 2, 3), (1, 2, 2), (0, 0, 1, 1, 0, 0)), ((2, 2), (2, 2), (0,) * 4)])
+def test_convtranspose_exact(make_graph, make_type, rng, k, s, pads):
+    from tessera.compiler.ops import convtranspose
+
+    n = len(k)
+    w = rand_weights(rng, (3, 4, *k), 8)
+    w[:, 0] = 127
+    attrs = convtranspose.Attrs(w, FixedType(8, 7, True), rng.integers(-300, 300, size=4), FixedType(10, 12, True), s, pads)
+    g = make_graph(make_type(8, 4, True, (3, *(4, 3, 5)[:n])), ("convtranspose", attrs))
+    check_exact(g, n=60)
+
+
+def test_convtranspose_reference_is_a_real_transposed_convolution(rng):
+    """Against the definition: scatter each input times the kernel into the output."""
+    from tessera.compiler.ir.types import TensorType
+    from tessera.compiler.ops import convtranspose
+
+    w = rand_weights(rng, (2, 3, 3, 2), 4)
+    x = rng.integers(-8, 8, size=(1, 2, 3, 4))
+    attrs = convtranspose.Attrs(w, FixedType(4, 0, True), None, None, (2, 1), (1, 0, 0, 1))
+    tin = TensorType((2, 3, 4), FixedType(4, 0, True), -8, 7)
+    out = convtranspose.OP.infer(attrs, [tin], "n")
+    got = convtranspose.OP.reference(attrs, [x], [tin], out)
+    full = np.zeros((3, (3 - 1) * 2 + 3, (4 - 1) + 2), dtype=np.int64)
+    for c in range(2):
+        for i in range(3):
+            for j in range(4):
+                full[:, 2 * i : 2 * i + 3, j : j + 2] += x[0, c, i, j] * w[c]
+    assert np.array_equal(got[0], full[:, 1:, :-1])

@@ -1,0 +1,137 @@
+"""Transposed convolution (ONNX ConvTranspose, groups 1, dilation 1), 2D or 3D.
+
+``y[o, s*i + k - pad] += x[c, i] * w[c, o, k]``, then bias.  The accumulator range is the
+exact interval over every input, per output channel and per output phase (position modulo
+stride), from the actual weight codes.  Lowered for 3D to ``TesseraConvTranspose3D``
+(``hls_templates/convtranspose3d``).  onnxruntime has no integer ConvTranspose, so the
+reference uses float32 ConvTranspose only after proving every partial sum is an integer
+below 2**24 (exact in float32); otherwise the model is refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import FixedType, TensorType
+from .base import OpDef, check_width, interval_dot
+
+
+@dataclass(frozen=True, eq=False)
+class Attrs:
+    weight: np.ndarray  # int64 codes, (c_in, c_out, *kernel)  (ONNX ConvTranspose layout)
+    wtype: FixedType
+    bias: np.ndarray | None
+    btype: FixedType | None
+    strides: tuple[int, ...]
+    pads: tuple[int, ...]  # begins then ends
+
+    @property
+    def ndim(self) -> int:
+        return self.weight.ndim - 2
+
+
+def out_spatial(attrs: Attrs, spatial) -> tuple[int, ...]:
+    n, k = attrs.ndim, attrs.weight.shape[2:]
+    return tuple((spatial[i] - 1) * attrs.strides[i] + k[i] - attrs.pads[i] - attrs.pads[n + i] for i in range(n))
+
+
+def _facc(attrs: Attrs, x: TensorType) -> int:
+    f = x.ftype.frac + attrs.wtype.frac
+    return max(f, attrs.btype.frac) if attrs.btype is not None else f
+
+
+def _bias_aligned(attrs: Attrs, facc: int) -> np.ndarray:
+    if attrs.bias is None:
+        return np.zeros(attrs.weight.shape[1], dtype=np.int64)
+    return attrs.bias.astype(np.int64) << np.int64(facc - attrs.btype.frac)
+
+
+def phase_weights(attrs: Attrs):
+    """For every output phase (kernel offsets congruent modulo the stride): (c_out, taps) weights."""
+    n, k, s = attrs.ndim, attrs.weight.shape[2:], attrs.strides
+    for phase in itertools.product(*(range(min(s[i], k[i])) for i in range(n))):
+        idx = tuple(slice(phase[i], None, s[i]) for i in range(n))
+        sub = attrs.weight[(slice(None), slice(None)) + idx]  # (c_in, c_out, taps...)
+        yield np.moveaxis(sub, 1, 0).reshape(attrs.weight.shape[1], -1)
+
+
+class ConvTranspose(OpDef):
+    name = "convtranspose"
+
+    def infer(self, attrs: Attrs, ins, node):
+        (x,) = ins
+        if len(x.shape) != attrs.ndim + 1 or x.shape[0] != attrs.weight.shape[0]:
+            raise UnsupportedModelError(f"node '{node}': ConvTranspose input {x.shape} does not match weights {attrs.weight.shape}")
+        facc = _facc(attrs, x)
+        shift = facc - x.ftype.frac - attrs.wtype.frac
+        bias = _bias_aligned(attrs, facc)
+        lo, hi = 0, 0
+        for w in phase_weights(attrs):
+            mn, mx = interval_dot(w, x.lo, x.hi, axis=1)
+            lo = min(lo, min(int(m) * (1 << shift) + int(b) for m, b in zip(mn, bias)))
+            hi = max(hi, max(int(m) * (1 << shift) + int(b) for m, b in zip(mx, bias)))
+        sp = out_spatial(attrs, x.shape[1:])
+        if min(sp) < 1:
+            raise UnsupportedModelError(f"node '{node}': ConvTranspose output would be empty")
+        return check_width(TensorType.from_range((attrs.weight.shape[1], *sp), lo, hi, facc), node, "the accumulator")
+
+    def reference(self, attrs: Attrs, xs, ins, out):
+        x = xs[0].astype(np.int64)
+        n, k, s = attrs.ndim, attrs.weight.shape[2:], attrs.strides
+        full = tuple((x.shape[2 + i] - 1) * s[i] + k[i] for i in range(n))
+        y = np.zeros((x.shape[0], attrs.weight.shape[1], *full), dtype=np.int64)
+        for taps in itertools.product(*(range(v) for v in k)):
+            contrib = np.einsum("nc...,co->no...", x, attrs.weight[(slice(None), slice(None)) + taps].astype(np.int64))
+            idx = tuple(slice(taps[i], taps[i] + (x.shape[2 + i] - 1) * s[i] + 1, s[i]) for i in range(n))
+            y[(slice(None), slice(None)) + idx] += contrib
+        crop = tuple(slice(attrs.pads[i], full[i] - attrs.pads[n + i]) for i in range(n))
+        y = y[(slice(None), slice(None)) + crop]
+        shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
+        return (y << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)
+
+    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+        x = ins[0]
+        bound = 0
+        for w in phase_weights(attrs):
+            _, mx = interval_dot(np.abs(w), 0, max(abs(x.lo), abs(x.hi)), axis=1)
+            bound = max(bound, max(int(v) for v in mx))
+        if bound >= 2**24 or max(abs(x.lo), abs(x.hi)) >= 2**24:
+            raise UnsupportedModelError(
+                f"ConvTranspose partial sums reach {bound}: not provably exact in float32 (the exact reference "
+                "needs them below 2**24)")
+        acc = b.op("ConvTranspose", [b.op("Cast", [xs[0]], to="float"), b.const(attrs.weight.astype(np.float32))],
+                   strides=list(attrs.strides), pads=list(attrs.pads))
+        acc = b.op("Cast", [acc], to="int64")
+        shift = out.ftype.frac - x.ftype.frac - attrs.wtype.frac
+        if shift:
+            acc = b.op("Mul", [acc, b.const(np.array(1 << shift, dtype=np.int64))])
+        return b.op("Add", [acc, b.const(_bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))])
+
+    def lower(self, attrs: Attrs, hl, node, ins, out):
+        if attrs.ndim != 3:
+            raise UnsupportedModelError(f"node '{node.name}': only 3D ConvTranspose has an HLS kernel")
+        x = ins[0]
+        bias = attrs.bias if attrs.bias is not None else np.zeros(attrs.weight.shape[1], dtype=np.int64)
+        btype = attrs.btype or FixedType(1, out.ftype.frac, False)
+        w = attrs.weight.transpose(2, 3, 4, 0, 1)  # (kd, kh, kw, c_in, c_out)
+        layer = {"class_name": "TesseraConvTranspose3D", "data_format": "channels_last",
+                 "n_chan": attrs.weight.shape[0], "n_filt": attrs.weight.shape[1],
+                 "weight_data": np.ldexp(w.astype(np.float64), -attrs.wtype.frac),
+                 "bias_data": np.ldexp(bias.astype(np.float64), -btype.frac)}
+        for i, d in enumerate(("depth", "height", "width")):
+            layer[f"in_{d}"], layer[f"out_{d}"] = x.shape[1 + i], out.shape[1 + i]
+            layer[f"filt_{d}"], layer[f"stride_{d}"] = attrs.weight.shape[2 + i], attrs.strides[i]
+        layer.update(pad_front=attrs.pads[0], pad_top=attrs.pads[1], pad_left=attrs.pads[2],
+                     pad_back=attrs.pads[3], pad_bottom=attrs.pads[4], pad_right=attrs.pads[5])
+        hl.add_layer(node, layer, {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(),
+                                   "result": out.ftype.hls()}, layout="channels")
+
+    def macs(self, attrs, ins, out):
+        return int(np.prod(ins[0].shape) * np.prod(attrs.weight.shape[1:]))
+
+
+OP = ConvTranspose()

@@ -1,0 +1,23 @@
+struct config${index} : nnet::tessera_convtranspose3d_config {
+    static const unsigned in_depth = ${in_depth};
+    static const unsigned in_height = ${in_height};
+    static const unsigned in_width = ${in_width};
+    static const unsigned n_chan = ${n_chan};
+    static const unsigned out_depth = ${out_depth};
+    static const unsigned out_height = ${out_height};
+    static const unsigned out_width = ${out_width};
+    static const unsigned n_filt = ${n_filt};
+    static const unsigned filt_depth = ${filt_depth};
+    static const unsigned filt_height = ${filt_height};
+    static const unsigned filt_width = ${filt_width};
+    static const unsigned stride_depth = ${stride_depth};
+    static const unsigned stride_height = ${stride_height};
+    static const unsigned stride_width = ${stride_width};
+    static const unsigned pad_front = ${pad_front};
+    static const unsigned pad_top = ${pad_top};
+    static const unsigned pad_left = ${pad_left};
+    static const unsigned reuse_factor = ${reuse};
+    typedef ${accum_t} accum_t;
+    typedef ${weight_t} weight_t;
+    typedef ${bias_t} bias_t;
+};

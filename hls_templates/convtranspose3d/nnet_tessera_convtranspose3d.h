@@ -1,0 +1,115 @@
+// Tessera 3D transposed convolution (hls4ml has none): channels-last, stride, begin padding
+// (cropping), no dilation.  Each output gathers the taps k with (o + pad - k) divisible by the
+// stride; the accumulator type is the compiler's exact bound, so nothing rounds or wraps.
+#ifndef NNET_TESSERA_CONVTRANSPOSE3D_H_
+#define NNET_TESSERA_CONVTRANSPOSE3D_H_
+
+#include "hls_stream.h"
+#include "nnet_common.h"
+
+namespace nnet {
+
+struct tessera_convtranspose3d_config {
+    static const unsigned in_depth = 1, in_height = 1, in_width = 1, n_chan = 1;
+    static const unsigned out_depth = 1, out_height = 1, out_width = 1, n_filt = 1;
+    static const unsigned filt_depth = 1, filt_height = 1, filt_width = 1;
+    static const unsigned stride_depth = 1, stride_height = 1, stride_width = 1;
+    static const unsigned pad_front = 0, pad_top = 0, pad_left = 0;
+    static const unsigned reuse_factor = 1;
+    typedef float accum_t;
+    typedef float weight_t;
+    typedef float bias_t;
+};
+
+// Input index contributing through tap k to output o along one axis, or -1.
+inline int tessera_tconv_src(int o, int k, int pad, int stride, int n_in) {
+    const int t = o + pad - k;
+    if (t < 0 || t % stride != 0)
+        return -1;
+    const int i = t / stride;
+    return i < n_in ? i : -1;
+}
+
+// weights are (kd, kh, kw, c, f)
+template <class in_T, class out_T, typename CONFIG_T>
+void tessera_convtranspose3d_compute(const in_T *data, out_T *res, const typename CONFIG_T::weight_t *weights,
+                                     const typename CONFIG_T::bias_t *biases) {
+    const int D = CONFIG_T::in_depth, H = CONFIG_T::in_height, W = CONFIG_T::in_width, C = CONFIG_T::n_chan;
+    const int F = CONFIG_T::n_filt;
+OutDepth:
+    for (int od = 0; od < (int)CONFIG_T::out_depth; od++) {
+    OutHeight:
+        for (int oh = 0; oh < (int)CONFIG_T::out_height; oh++) {
+        OutWidth:
+            for (int ow = 0; ow < (int)CONFIG_T::out_width; ow++) {
+                #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
+            Filters:
+                for (int f = 0; f < F; f++) {
+                    typename CONFIG_T::accum_t acc = biases[f];
+                    for (int kd = 0; kd < (int)CONFIG_T::filt_depth; kd++) {
+                        const int id = tessera_tconv_src(od, kd, CONFIG_T::pad_front, CONFIG_T::stride_depth, D);
+                        if (id < 0)
+                            continue;
+                        for (int kh = 0; kh < (int)CONFIG_T::filt_height; kh++) {
+                            const int ih = tessera_tconv_src(oh, kh, CONFIG_T::pad_top, CONFIG_T::stride_height, H);
+                            if (ih < 0)
+                                continue;
+                            for (int kw = 0; kw < (int)CONFIG_T::filt_width; kw++) {
+                                const int iw = tessera_tconv_src(ow, kw, CONFIG_T::pad_left, CONFIG_T::stride_width, W);
+                                if (iw < 0)
+                                    continue;
+                                for (int c = 0; c < C; c++) {
+                                    const int xi = ((id * H + ih) * W + iw) * C + c;
+                                    const int wi =
+                                        (((kd * CONFIG_T::filt_height + kh) * CONFIG_T::filt_width + kw) * C + c) * F + f;
+                                    acc += data[xi] * weights[wi];
+                                }
+                            }
+                        }
+                    }
+                    res[((od * CONFIG_T::out_height + oh) * CONFIG_T::out_width + ow) * F + f] = (out_T)acc;
+                }
+            }
+        }
+    }
+}
+
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_convtranspose3d_cl(
+    data_T data[CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width * CONFIG_T::n_chan],
+    res_T res[CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width * CONFIG_T::n_filt],
+    typename CONFIG_T::weight_t
+        weights[CONFIG_T::filt_depth * CONFIG_T::filt_height * CONFIG_T::filt_width * CONFIG_T::n_chan * CONFIG_T::n_filt],
+    typename CONFIG_T::bias_t biases[CONFIG_T::n_filt]) {
+    tessera_convtranspose3d_compute<data_T, res_T, CONFIG_T>(data, res, weights, biases);
+}
+
+// io_stream with a whole-volume buffer (plane-buffered form is future work).
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_convtranspose3d_stream(
+    hls::stream<data_T> &data, hls::stream<res_T> &res,
+    typename CONFIG_T::weight_t
+        weights[CONFIG_T::filt_depth * CONFIG_T::filt_height * CONFIG_T::filt_width * CONFIG_T::n_chan * CONFIG_T::n_filt],
+    typename CONFIG_T::bias_t biases[CONFIG_T::n_filt]) {
+    const int n_in = CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width;
+    const int n_out = CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width;
+    static typename data_T::value_type in_buf[n_in * CONFIG_T::n_chan];
+    static typename res_T::value_type out_buf[n_out * CONFIG_T::n_filt];
+    for (int i = 0; i < n_in; i++) {
+        data_T word = data.read();
+        for (int c = 0; c < (int)CONFIG_T::n_chan; c++)
+            in_buf[i * CONFIG_T::n_chan + c] = word[c];
+    }
+    tessera_convtranspose3d_compute<typename data_T::value_type, typename res_T::value_type, CONFIG_T>(in_buf, out_buf,
+                                                                                                         weights, biases);
+    for (int i = 0; i < n_out; i++) {
+        res_T word;
+        for (int f = 0; f < (int)CONFIG_T::n_filt; f++)
+            word[f] = out_buf[i * CONFIG_T::n_filt + f];
+        res.write(word);
+    }
+}
+
+} // namespace nnet
+
+#endif
