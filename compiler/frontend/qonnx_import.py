@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
-from ..ops import conv, convtranspose, dense, flatten, leakyrelu, maxpool, merge, quant, relu
+from ..ops import conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu
 
 ALIAS_OPS = {"Identity", "Dropout"}
 QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -28,6 +28,13 @@ _NAME_TAG = "tessera-original-name:"
 @dataclass
 class _Const:
     value: np.ndarray
+
+
+@dataclass
+class _Pending:
+    """Output of a nonlinearity waiting for its Quant (they become one lookup table)."""
+
+    node: str
 
 
 def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
@@ -95,6 +102,7 @@ class _Importer:
         self.input_shape = tuple(int(d) for d in dims[1:])
         self.graph = Graph(input="", output="", onnx_input=self.onnx_input.name, onnx_output=g.output[0].name)
         self.pending_input = self.onnx_input.name
+        self.deferred_lut: dict[str, tuple[str, str]] = {}
 
     # -- helpers -------------------------------------------------------------------------
     def const(self, name: str, node: onnx.NodeProto, what: str) -> np.ndarray:
@@ -159,6 +167,10 @@ class _Importer:
         if bits == 1 and signed:
             raise UnsupportedModelError(f"node '{node.name}' (Quant): 1-bit (bipolar) activations are not supported")
         attrs = quant.Attrs(FixedType(bits, -int(exp.ravel()[0]), signed), narrow, rounding)
+        if node.name in self.deferred_lut:
+            function, x = self.deferred_lut.pop(node.name)
+            self.add(node, "lut", [x], lut.Attrs(function, attrs))
+            return
         if src == self.pending_input:
             self.graph.input = node.output[0]
             self.graph.input_quant = attrs
@@ -251,6 +263,21 @@ class _Importer:
         strides = tuple(int(s) for s in _attr(node, "strides", [1] * n))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
         self._linear(node, self.value(node.input[0], node), w, b, "convtranspose", strides=strides, pads=pads)
+
+    def _lut(self, node: onnx.NodeProto, function: str) -> None:
+        """Sigmoid/Tanh must feed exactly one Quant: the pair becomes one lookup table."""
+        users = [n for n in self.model.graph.node if node.output[0] in n.input]
+        if len(users) != 1 or users[0].op_type != "Quant":
+            raise UnsupportedModelError(
+                f"node '{node.name}' ({node.op_type}): a nonlinearity must be followed by a Quant to be exact")
+        self.deferred_lut[users[0].name] = (function, self.value(node.input[0], node))
+        self.env[node.output[0]] = _Pending(node.name)
+
+    def on_Sigmoid(self, node: onnx.NodeProto) -> None:
+        self._lut(node, "sigmoid")
+
+    def on_Tanh(self, node: onnx.NodeProto) -> None:
+        self._lut(node, "tanh")
 
     def on_Relu(self, node: onnx.NodeProto) -> None:
         self.add(node, "relu", [self.value(node.input[0], node)], relu.Attrs())

@@ -9,6 +9,7 @@ idempotent and is called by the lowering before an hls4ml model is built.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from hls4ml.backends import get_backend
 from hls4ml.backends.template import FunctionCallTemplate, LayerConfigTemplate
@@ -75,15 +76,32 @@ class TesseraAdd(Layer):
         self.add_output_variable(list(self.get_attr("out_shape")))
 
 
+class TesseraLUT(Layer):
+    """Elementwise lookup table indexed by the input's integer code (table from the compiler)."""
+
+    _expected_attributes = [Attribute("n_in"), Attribute("n_table"), Attribute("table_lo"), Attribute("in_width"),
+                            Attribute("in_signed"), WeightAttribute("table"), TypeAttribute("table")]
+
+    def initialize(self):
+        self.add_output_variable(list(self.get_input_variable().shape))
+        self.add_weights_variable(name="table", var_name="t{index}", data="table")
+
+
+def _conv_types(node) -> dict:
+    return {"accum_t": node.get_attr("accum_t").name, "weight_t": node.get_weights("weight").type.name,
+            "bias_t": node.get_weights("bias").type.name}
+
+
 @dataclass(frozen=True)
 class Extension:
     layer: type
     folder: str  # in hls_templates/
     header: str
     config_keys: tuple[str, ...]
-    weights: tuple[str, ...] = ()
+    weights: tuple[tuple[str, str], ...] = ()  # (function-template key, hls4ml weight name)
     prefix: str = ""  # glue templates are <prefix>config.tpl and <prefix>function.tpl
     n_inputs: int = 1
+    config_types: Callable[[Any], dict] | None = None
 
 
 EXTENSIONS: dict[str, Extension] = {
@@ -91,13 +109,15 @@ EXTENSIONS: dict[str, Extension] = {
         TesseraConv3D, "conv3d", "nnet_tessera_conv3d.h",
         tuple(f"{p}_{d}" for p in ("in", "out", "filt", "stride") for d in DIMS)
         + ("n_chan", "n_filt", "pad_front", "pad_top", "pad_left"),
-        ("weight", "bias"),
+        (("w", "weight"), ("b", "bias")),
+        config_types=_conv_types,
     ),
     "TesseraConvTranspose3D": Extension(
         TesseraConvTranspose3D, "convtranspose3d", "nnet_tessera_convtranspose3d.h",
         tuple(f"{p}_{d}" for p in ("in", "out", "filt", "stride") for d in DIMS)
         + ("n_chan", "n_filt", "pad_front", "pad_top", "pad_left"),
-        ("weight", "bias"),
+        (("w", "weight"), ("b", "bias")),
+        config_types=_conv_types,
     ),
     "TesseraMaxPool3D": Extension(
         TesseraMaxPool3D, "pool3d", "nnet_tessera_pool3d.h",
@@ -106,6 +126,8 @@ EXTENSIONS: dict[str, Extension] = {
     "TesseraConcat": Extension(TesseraConcat, "merge", "nnet_tessera_merge.h", ("n_pos", "n_chan1", "n_chan2"),
                                prefix="concat_", n_inputs=2),
     "TesseraAdd": Extension(TesseraAdd, "merge", "nnet_tessera_merge.h", ("n_elem", "n_chan"), prefix="add_", n_inputs=2),
+    "TesseraLUT": Extension(TesseraLUT, "lut", "nnet_tessera_lut.h", ("n_in", "n_table", "table_lo", "in_width", "in_signed"),
+                            (("table", "table"),), config_types=lambda n: {"table_t": n.get_weights("table").type.name}),
 }
 
 
@@ -116,10 +138,10 @@ def _config_template(name: str, ext: Extension):
 
         def format(self, node):
             params = {k: node.get_attr(k) for k in ext.config_keys}
+            params = {k: str(v).lower() if isinstance(v, bool) else v for k, v in params.items()}
             params.update(index=node.index, reuse=node.get_attr("reuse_factor", 1))
-            if ext.weights:
-                params.update(accum_t=node.get_attr("accum_t").name, weight_t=node.get_weights("weight").type.name,
-                              bias_t=node.get_weights("bias").type.name)
+            if ext.config_types is not None:
+                params.update(ext.config_types(node))
             return render(f"{ext.folder}/{ext.prefix}config.tpl", **params)
 
     ConfigTemplate.__name__ = f"{name}ConfigTemplate"
@@ -135,10 +157,9 @@ def _function_template(name: str, ext: Extension):
             params = self._default_function_params(node)
             io = node.model.config.get_config_value("IOType")
             params["form"] = "stream" if io == "io_stream" else "cl"
-            if ext.weights:
-                params["w"] = node.get_weights("weight").name
-                params["b"] = node.get_weights("bias").name
-            keys = ["form", "output_t", "config", "output"] + (["w", "b"] if ext.weights else [])
+            for key, weight in ext.weights:
+                params[key] = node.get_weights(weight).name
+            keys = ["form", "output_t", "config", "output"] + [key for key, _ in ext.weights]
             if ext.n_inputs == 1:
                 keys += ["input_t", "input"]
             else:

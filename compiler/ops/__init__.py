@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import conv, convtranspose, dense, flatten, leakyrelu, maxpool, merge, quant, relu
+from . import conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu
 from .base import OpDef
 
 OPS: dict[str, OpDef] = {
@@ -14,6 +14,7 @@ OPS: dict[str, OpDef] = {
     leakyrelu.OP.name: leakyrelu.OP,
     maxpool.OP.name: maxpool.OP,
     flatten.OP.name: flatten.OP,
+    lut.OP.name: lut.OP,
     merge.CONCAT.name: merge.CONCAT,
     merge.ADD.name: merge.ADD,
 }

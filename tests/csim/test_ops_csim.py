@@ -120,3 +120,15 @@ def test_convtranspose3d_csim(make_graph, make_type, rng, tmp_path, io_type, k, 
         ("requant", quant.Attrs(FixedType(8, 5, True), True, "HALF_UP")),
     )
     csim_exact(g, tmp_path, io_type, n=80)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_lut_csim(make_graph, make_type, tmp_path, io_type):
+    from tessera.compiler.ops import lut
+
+    g = make_graph(
+        make_type(9, 5, True, (2, 4, 3)),
+        ("lut", lut.Attrs("tanh", quant.Attrs(FixedType(8, 7, True), True, "ROUND"))),
+        ("lut", lut.Attrs("sigmoid", quant.Attrs(FixedType(6, 6, False), False, "ROUND"))),
+    )
+    csim_exact(g, tmp_path, io_type, n=200)

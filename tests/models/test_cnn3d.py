@@ -241,11 +241,12 @@ def test_export_matches_torch_model(tmp_path):
     """The exported MLPerf CosmoFlow (Quant ops executed by qonnx) reproduces the model."""
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
+    from qonnx.transformation.infer_shapes import InferShapes
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model, m, x = _export(tmp_path, "cosmoflow-mlperf", 16, 4, 4)
-        w = ModelWrapper(model)
+        w = ModelWrapper(model).transform(InferShapes())
         out = execute_onnx(w, {"input": x[:1].numpy()})["output"]
     with torch.no_grad():
         ref = m.eval()(x[:1]).numpy()

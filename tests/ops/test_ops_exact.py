@@ -223,3 +223,25 @@ def test_convtranspose_reference_is_a_real_transposed_convolution(rng):
             for j in range(4):
                 full[:, 2 * i : 2 * i + 3, j : j + 2] += x[0, c, i, j] * w[c]
     assert np.array_equal(got[0], full[:, 1:, :-1])
+
+
+@pytest.mark.parametrize("function", ["sigmoid", "tanh"])
+@pytest.mark.parametrize("signed_out,narrow", [(True, False), (False, False), (True, True)])
+def test_lut_exact(make_graph, make_type, function, signed_out, narrow):
+    from tessera.compiler.ops import lut
+
+    attrs = lut.Attrs(function, quant.Attrs(FixedType(8, 7 if signed_out else 8, signed_out), narrow, "ROUND"))
+    g = make_graph(make_type(10, 6, True, (40,)), ("lut", attrs))
+    y = check_exact(g, n=300)
+    x = sample_codes(g.values[g.input], 300, seed=0)
+    real = lut.FUNCTIONS[function](np.ldexp(x.astype(np.float64), -6))
+    assert np.array_equal(y, quant.quantize_float(attrs.out, real))
+    assert len(lut.table(attrs, g.values[g.input])) == 1024
+
+
+def test_lut_refuses_huge_domains(make_graph, make_type):
+    from tessera.compiler.errors import UnsupportedModelError
+    from tessera.compiler.ops import lut
+
+    with pytest.raises(UnsupportedModelError, match="too large"):
+        make_graph(make_type(20, 6, True, (4,)), ("lut", lut.Attrs("tanh", quant.Attrs(FixedType(8, 7, True), False, "ROUND"))))

@@ -1,0 +1,69 @@
+"""Lookup-table activations: a nonlinearity followed by its output ``Quant``, as one table.
+
+For ONNX ``Sigmoid``/``Tanh`` whose output goes straight into a ``Quant``, the compiler
+computes ``table[k] = Quant(f(k * 2**-fx))`` once for every input code ``k`` in the input's
+reachable range (float64 ``f``, then the Quant's exact rounding); the onnxruntime
+reference (``Gather``) and the HLS kernel (``hls_templates/lut``) read the same table.
+Domains above ``MAX_DOMAIN`` codes are refused: quantize the input first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import TensorType
+from .base import OpDef
+from .quant import Attrs as QuantAttrs
+from .quant import quantize_float
+
+MAX_DOMAIN = 1 << 16
+
+FUNCTIONS = {
+    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+    "tanh": np.tanh,
+}
+
+
+@dataclass(frozen=True)
+class Attrs:
+    function: str
+    out: QuantAttrs
+
+
+def table(attrs: Attrs, x: TensorType) -> np.ndarray:
+    codes = np.arange(x.lo, x.hi + 1, dtype=np.int64)
+    return quantize_float(attrs.out, FUNCTIONS[attrs.function](np.ldexp(codes.astype(np.float64), -x.ftype.frac)))
+
+
+class Lut(OpDef):
+    name = "lut"
+
+    def infer(self, attrs: Attrs, ins, node):
+        (x,) = ins
+        if x.hi - x.lo + 1 > MAX_DOMAIN:
+            raise UnsupportedModelError(
+                f"node '{node}': {attrs.function} over {x.hi - x.lo + 1} input codes ({x.ftype.width} bits) is too large "
+                f"for a lookup table (max {MAX_DOMAIN}); quantize its input first")
+        t = table(attrs, x)
+        return TensorType(x.shape, attrs.out.out, int(t.min()), int(t.max()))
+
+    def reference(self, attrs: Attrs, xs, ins, out):
+        return table(attrs, ins[0])[xs[0].astype(np.int64) - ins[0].lo]
+
+    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+        idx = b.op("Sub", [xs[0], b.const(np.array(ins[0].lo, dtype=np.int64))])
+        return b.op("Gather", [b.const(table(attrs, ins[0])), idx], axis=0)
+
+    def lower(self, attrs: Attrs, hl, node, ins, out):
+        x = ins[0]
+        t = table(attrs, x)
+        hl.add_layer(node, {"class_name": "TesseraLUT", "n_in": x.size, "n_table": int(t.size), "table_lo": int(x.lo),
+                            "in_width": x.ftype.width, "in_signed": x.ftype.signed,
+                            "table_data": np.ldexp(t.astype(np.float64), -out.ftype.frac)},
+                     {"result": out.ftype.hls(), "table": out.ftype.hls()})
+
+
+OP = Lut()
