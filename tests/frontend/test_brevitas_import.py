@@ -1,0 +1,91 @@
+"""Brevitas exports (QONNX and QCDQ) import into the IR whose exact reference equals the export."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+from brevitas import nn as qnn
+
+from tessera.compiler.frontend import compile_ir
+from tessera.compiler.reference.emit import OrtReference, emit_reference
+from tessera.compiler.reference.interpret import run_ir
+from tessera.compiler.samples import sample_codes
+from tessera.compiler.verify import user_model_agreement
+from tessera.models.quant import Int8ActPow2, Int8WeightPow2, Int16Bias, Uint8ActPow2
+from tessera.models.train import export_model
+
+
+class Net3d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = qnn.QuantIdentity(act_quant=Int8ActPow2, return_quant_tensor=True)
+        self.c = qnn.QuantConv3d(2, 4, 3, padding=1, weight_quant=Int8WeightPow2, bias_quant=Int16Bias,
+                                 return_quant_tensor=True)
+        self.r = qnn.QuantReLU(act_quant=Uint8ActPow2, return_quant_tensor=True)
+        self.p = nn.MaxPool3d(2)
+        self.f = nn.Flatten()
+        self.l = qnn.QuantLinear(4 * 2 * 2 * 2, 3, weight_quant=Int8WeightPow2, bias_quant=Int16Bias, return_quant_tensor=True)
+        self.qi = qnn.QuantIdentity(act_quant=Int8ActPow2, return_quant_tensor=True)
+        self.t = qnn.QuantTanh(act_quant=Int8ActPow2)
+
+    def forward(self, x):
+        x = self.p(self.r(self.c(self.q(x))))
+        return self.t(self.qi(self.l(self.f(x))))
+
+
+def calibrated(model, shape):
+    torch.manual_seed(0)
+    model.train()
+    with torch.no_grad():
+        for _ in range(60):
+            model(torch.randn(8, *shape))
+    return model.eval()
+
+
+def check(path, n=200):
+    g = compile_ir(path)
+    codes = sample_codes(g.values[g.input], n)
+    ref = OrtReference(emit_reference(g)).run(codes)
+    assert np.array_equal(ref, run_ir(g, codes))
+    agree = user_model_agreement(path, g, codes[:50], ref[:50])
+    return g, agree
+
+
+def test_conv3d_tanh_export_imports_exactly(tmp_path):
+    model = calibrated(Net3d(), (2, 4, 4, 4))
+    path = export_model(model, torch.randn(1, 2, 4, 4, 4), tmp_path / "m.onnx")
+    g, agree = check(path)
+    assert [n.op for n in g.nodes] == ["conv", "relu", "requant", "maxpool", "flatten", "dense", "requant", "lut"]
+    assert agree["differing_outputs"] == 0, agree
+
+
+def test_tanh_on_an_accumulator_is_refused_with_a_clear_error(tmp_path):
+    from tessera.compiler.errors import UnsupportedModelError
+
+    model = Net3d()
+    model.qi = nn.Identity()  # tanh directly on the 19-bit dense accumulator
+    model = calibrated(model, (2, 4, 4, 4))
+    path = export_model(model, torch.randn(1, 2, 4, 4, 4), tmp_path / "m.onnx")
+    with pytest.raises(UnsupportedModelError, match="too large for a lookup table.*quantize its input"):
+        compile_ir(path)
+
+
+def test_qcdq_export_imports_exactly(tmp_path):
+    from brevitas.export import export_onnx_qcdq
+
+    model = calibrated(nn.Sequential(
+        qnn.QuantIdentity(act_quant=Int8ActPow2, return_quant_tensor=True),
+        qnn.QuantLinear(6, 5, weight_quant=Int8WeightPow2, bias_quant=Int16Bias, return_quant_tensor=True),
+        qnn.QuantReLU(act_quant=Uint8ActPow2, return_quant_tensor=True),
+        qnn.QuantLinear(5, 2, weight_quant=Int8WeightPow2, bias_quant=Int16Bias, return_quant_tensor=True),
+        qnn.QuantIdentity(act_quant=Int8ActPow2)), (6,))
+    path = tmp_path / "qcdq.onnx"
+    export_onnx_qcdq(model, torch.randn(1, 6), str(path), dynamo=False)
+    import onnx
+
+    assert any(n.op_type == "QuantizeLinear" for n in onnx.load(str(path)).graph.node)
+    g, agree = check(path)
+    assert [n.op for n in g.nodes] == ["dense", "relu", "requant", "dense", "requant"]
+    assert agree["tool"] == "onnxruntime" and agree["differing_outputs"] == 0, agree
