@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
-from ..ops import conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu
+from ..ops import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu
 
 ALIAS_OPS = {"Identity", "Dropout"}
 QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -102,7 +102,8 @@ class _Importer:
         self.input_shape = tuple(int(d) for d in dims[1:])
         self.graph = Graph(input="", output="", onnx_input=self.onnx_input.name, onnx_output=g.output[0].name)
         self.pending_input = self.onnx_input.name
-        self.deferred_lut: dict[str, tuple[str, str]] = {}
+        # Quant node name -> (op, inputs, attrs factory): ops fused with the Quant that follows them
+        self.deferred: dict[str, tuple] = {}
 
     # -- helpers -------------------------------------------------------------------------
     def const(self, name: str, node: onnx.NodeProto, what: str) -> np.ndarray:
@@ -167,9 +168,9 @@ class _Importer:
         if bits == 1 and signed:
             raise UnsupportedModelError(f"node '{node.name}' (Quant): 1-bit (bipolar) activations are not supported")
         attrs = quant.Attrs(FixedType(bits, -int(exp.ravel()[0]), signed), narrow, rounding)
-        if node.name in self.deferred_lut:
-            function, x = self.deferred_lut.pop(node.name)
-            self.add(node, "lut", [x], lut.Attrs(function, attrs))
+        if node.name in self.deferred:
+            op, inputs, make = self.deferred.pop(node.name)
+            self.add(node, op, inputs, make(attrs))
             return
         if src == self.pending_input:
             self.graph.input = node.output[0]
@@ -270,7 +271,25 @@ class _Importer:
         if len(users) != 1 or users[0].op_type != "Quant":
             raise UnsupportedModelError(
                 f"node '{node.name}' ({node.op_type}): a nonlinearity must be followed by a Quant to be exact")
-        self.deferred_lut[users[0].name] = (function, self.value(node.input[0], node))
+        self.deferred[users[0].name] = ("lut", [self.value(node.input[0], node)], lambda q: lut.Attrs(function, q))
+        self.env[node.output[0]] = _Pending(node.name)
+
+    def on_AveragePool(self, node: onnx.NodeProto) -> None:
+        """An average is not fixed point: the pool must feed one Quant, and the pair becomes one op."""
+        k = tuple(int(v) for v in _attr(node, "kernel_shape"))
+        n = len(k)
+        users = [u for u in self.model.graph.node if node.output[0] in u.input]
+        if n not in (2, 3) or len(users) != 1 or users[0].op_type != "Quant":
+            raise UnsupportedModelError(
+                f"node '{node.name}' (AveragePool): must be 2D/3D and followed by exactly one Quant to be exact")
+        if _attr(node, "ceil_mode", 0) or _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID") or \
+                any(d != 1 for d in _attr(node, "dilations", [1] * n)):
+            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): ceil_mode, auto_pad and dilation are not supported")
+        s = tuple(int(v) for v in _attr(node, "strides", [1] * n))
+        pads = tuple(int(v) for v in _attr(node, "pads", [0] * 2 * n))
+        cip = bool(_attr(node, "count_include_pad", 0))
+        self.deferred[users[0].name] = ("avgpool", [self.value(node.input[0], node)],
+                                        lambda q: avgpool.Attrs(k, s, pads, cip, q))
         self.env[node.output[0]] = _Pending(node.name)
 
     def on_Sigmoid(self, node: onnx.NodeProto) -> None:

@@ -46,6 +46,20 @@ class TesseraConvTranspose3D(TesseraConv3D):
     """3D transposed convolution, channels-last; same attributes as TesseraConv3D."""
 
 
+class TesseraAvgPool3D(Layer):
+    """Average pooling fused with its Quant: exact window sum, one exact rational rounding."""
+
+    _expected_attributes = [
+        *(Attribute(f"{p}_{d}") for p in ("in", "out", "pool", "stride") for d in DIMS),
+        *(Attribute(k) for k in ("n_filt", "pad_front", "pad_top", "pad_left", "count_include_pad", "num_shift",
+                                 "den_shift", "rounding", "qmin", "qmax", "sum_bits", "out_bits")),
+        TypeAttribute("accum"),
+    ]
+
+    def initialize(self):
+        self.add_output_variable([self.get_attr(f"out_{d}") for d in DIMS] + [self.get_attr("n_filt")])
+
+
 class TesseraMaxPool3D(Layer):
     """3D max pooling, channels-last, no padding."""
 
@@ -122,6 +136,13 @@ EXTENSIONS: dict[str, Extension] = {
     "TesseraMaxPool3D": Extension(
         TesseraMaxPool3D, "pool3d", "nnet_tessera_pool3d.h",
         tuple(f"{p}_{d}" for p in ("in", "out", "pool", "stride") for d in DIMS) + ("n_filt",),
+    ),
+    "TesseraAvgPool3D": Extension(
+        TesseraAvgPool3D, "avgpool", "nnet_tessera_avgpool.h",
+        tuple(f"{p}_{d}" for p in ("in", "out", "pool", "stride") for d in DIMS)
+        + ("n_filt", "pad_front", "pad_top", "pad_left", "count_include_pad", "num_shift", "den_shift", "rounding",
+           "qmin", "qmax", "sum_bits", "out_bits"),
+        config_types=lambda n: {"accum_t": n.get_attr("accum_t").name},
     ),
     "TesseraConcat": Extension(TesseraConcat, "merge", "nnet_tessera_merge.h", ("n_pos", "n_chan1", "n_chan2"),
                                prefix="concat_", n_inputs=2),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu
+from . import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu
 from .base import OpDef
 
 OPS: dict[str, OpDef] = {
@@ -15,6 +15,7 @@ OPS: dict[str, OpDef] = {
     maxpool.OP.name: maxpool.OP,
     flatten.OP.name: flatten.OP,
     lut.OP.name: lut.OP,
+    avgpool.OP.name: avgpool.OP,
     merge.CONCAT.name: merge.CONCAT,
     merge.ADD.name: merge.ADD,
 }

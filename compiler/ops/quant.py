@@ -41,18 +41,15 @@ def max_int(signed: bool, narrow: bool, bits: int) -> int:
     return (1 << bits) - 1 - (1 if narrow else 0)
 
 
-def shift_round(x: np.ndarray, shift: int, mode: str) -> np.ndarray:
-    """Exact ``R(x / 2**shift)`` on int64 codes (``shift <= 0`` is an exact left shift)."""
-    x = np.asarray(x, dtype=np.int64)
-    if shift <= 0:
-        return x << np.int64(-shift)
-    s = np.int64(shift)
-    q = x >> s  # floor
-    r = x - (q << s)  # 0 <= r < 2**shift
-    half = np.int64(1) << (s - 1)
-    neg = x < 0
+def div_round(num: np.ndarray, den: np.ndarray | int, mode: str) -> np.ndarray:
+    """Exact ``R(num / den)`` on int64 integers (``den > 0``) with a QONNX rounding mode."""
+    num = np.asarray(num, dtype=np.int64)
+    den = np.asarray(den, dtype=np.int64)
+    q = np.floor_divide(num, den)
+    r = num - q * den  # 0 <= r < den
+    twice, neg = 2 * r, num < 0
     if mode in ("ROUND", "HALF_EVEN"):
-        up = (r > half) | ((r == half) & ((q & 1) == 1))
+        up = (twice > den) | ((twice == den) & ((q & 1) == 1))
     elif mode == "FLOOR":
         up = np.zeros_like(r, dtype=bool)
     elif mode == "CEIL":
@@ -62,12 +59,20 @@ def shift_round(x: np.ndarray, shift: int, mode: str) -> np.ndarray:
     elif mode == "UP":
         up = ~neg & (r > 0)
     elif mode == "HALF_UP":
-        up = np.where(neg, r > half, r >= half)
+        up = np.where(neg, twice > den, twice >= den)
     elif mode == "HALF_DOWN":
-        up = np.where(neg, r >= half, r > half)
+        up = np.where(neg, twice >= den, twice > den)
     else:
         raise ValueError(f"unknown rounding mode {mode}")
     return q + up.astype(np.int64)
+
+
+def shift_round(x: np.ndarray, shift: int, mode: str) -> np.ndarray:
+    """Exact ``R(x / 2**shift)`` on int64 codes (``shift <= 0`` is an exact left shift)."""
+    x = np.asarray(x, dtype=np.int64)
+    if shift <= 0:
+        return x << np.int64(-shift)
+    return div_round(x, np.int64(1) << np.int64(shift), mode)
 
 
 @dataclass(frozen=True)

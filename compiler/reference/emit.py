@@ -64,6 +64,41 @@ class OnnxBuilder:
             raise ValueError(mode)
         return self.op("Mul", [sign, r])
 
+    def div_round(self, num: str, den: str, mode: str) -> str:
+        """Exact R(num / den) in float64 for integers below 2**52 (den > 0): floor, exact remainder
+        with a one-step correction, then the rounding decision on the remainder."""
+        q = self.op("Floor", [self.op("Div", [num, den])])
+        r = self.op("Sub", [num, self.op("Mul", [q, den])])
+        one, zero = self.const(np.array(1.0)), self.const(np.array(0.0))
+        low = self.op("Less", [r, zero])
+        q = self.op("Sub", [q, self.op("Where", [low, one, zero])])
+        r = self.op("Add", [r, self.op("Where", [low, den, zero])])
+        high = self.op("Not", [self.op("Less", [r, den])])
+        q = self.op("Add", [q, self.op("Where", [high, one, zero])])
+        r = self.op("Sub", [r, self.op("Where", [high, den, zero])])
+        twice = self.op("Mul", [r, self.const(np.array(2.0))])
+        neg = self.op("Less", [num, zero])
+        gt, eq = self.op("Greater", [twice, den]), self.op("Equal", [twice, den])
+        pos_r = self.op("Greater", [r, zero])
+        if mode in ("ROUND", "HALF_EVEN"):
+            odd = self.op("Equal", [self.op("Abs", [self.op("Mod", [q, self.const(np.array(2.0))], fmod=1)]), one])
+            up = self.op("Or", [gt, self.op("And", [eq, odd])])
+        elif mode == "FLOOR":
+            return q
+        elif mode == "CEIL":
+            up = pos_r
+        elif mode == "DOWN":
+            up = self.op("And", [neg, pos_r])
+        elif mode == "UP":
+            up = self.op("And", [self.op("Not", [neg]), pos_r])
+        elif mode == "HALF_UP":
+            up = self.op("Or", [self.op("And", [neg, gt]), self.op("And", [self.op("Not", [neg]), self.op("Or", [gt, eq])])])
+        elif mode == "HALF_DOWN":
+            up = self.op("Or", [self.op("And", [neg, self.op("Or", [gt, eq])]), self.op("And", [self.op("Not", [neg]), gt])])
+        else:
+            raise ValueError(mode)
+        return self.op("Add", [q, self.op("Where", [up, one, zero])])
+
 
 def emit_reference(graph: Graph) -> onnx.ModelProto:
     b = OnnxBuilder()

@@ -132,3 +132,16 @@ def test_lut_csim(make_graph, make_type, tmp_path, io_type):
         ("lut", lut.Attrs("sigmoid", quant.Attrs(FixedType(6, 6, False), False, "ROUND"))),
     )
     csim_exact(g, tmp_path, io_type, n=200)
+
+
+@pytest.mark.parametrize("io_type,rounding", [("io_parallel", "ROUND"), ("io_stream", "HALF_DOWN")])
+def test_avgpool_csim(make_graph, make_type, tmp_path, io_type, rounding):
+    """CosmoFlow's 3x3x3 / stride 2 / pad 1 average pool (divisors 8..27) fused with its Quant."""
+    from tessera.compiler.ops import avgpool
+
+    g = make_graph(
+        make_type(8, 4, True, (3, 5, 6, 7)),
+        ("avgpool", avgpool.Attrs((3, 3, 3), (2, 2, 2), (1,) * 6, False, quant.Attrs(FixedType(7, 5, True), False, rounding))),
+        ("avgpool", avgpool.Attrs((2, 2, 2), (1, 1, 1), (0,) * 6, True, quant.Attrs(FixedType(6, 2, True), True, "FLOOR"))),
+    )
+    csim_exact(g, tmp_path, io_type, n=150)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from tessera.models.cnn3d import (
+    analytic_macs,
     LEAKY_SLOPE,
     build_cnn3d,
     cosmoflow,
@@ -104,7 +105,8 @@ def test_small_models_build_and_loss_falls(name, size, cin, nout):
         losses.append(float(loss.detach()))
     assert np.isfinite(losses).all()
     assert min(losses[-3:]) < 0.8 * losses[0], losses
-    assert count_params(m) > 0 and count_macs(m, (cin, size, size, size)) > 0
+    macs = count_macs(m, (cin, size, size, size))
+    assert macs > 0 and analytic_macs(m, size) == macs
 
 
 def test_count_macs_matches_hand_count():
@@ -136,7 +138,7 @@ def test_fold_batchnorm_quantized_is_exact_when_folding_is_representable():
     representable, so the folded quantized U-Net must equal the BN model bit for bit."""
     m = _small("unet3d", 8, 1, 3)
     x = torch.rand(2, 1, 8, 8, 8, generator=torch.Generator().manual_seed(3))
-    _warm_bn(m, x, steps=60)  # past ACT_STATS_STEPS: learned pow2 activation scales
+    _warm_bn(m, x)
     r = np.random.default_rng(0)
     for bn in (mod for mod in m.modules() if isinstance(mod, nn.BatchNorm3d)):
         # eps = 0 and var = 4^j make sqrt(var + eps) = 2^j exact in float32, so the BN
@@ -161,7 +163,7 @@ def test_fold_batchnorm_quantized_general_case_is_close():
     model differs from the BN model by weight/bias re-quantization only."""
     m = _small("unet3d", 8, 1, 3)
     x = torch.rand(2, 1, 8, 8, 8, generator=torch.Generator().manual_seed(3))
-    _warm_bn(m, x, steps=60)
+    _warm_bn(m, x)
     f = fold_batchnorm(m)
     with torch.no_grad():
         a, b = m(x), f(x)
@@ -170,16 +172,23 @@ def test_fold_batchnorm_quantized_general_case_is_close():
     assert (a.argmax(1) == b.argmax(1)).float().mean() > 0.8
 
 
+_EXPORTS: dict = {}
+
+
 def _export(tmp_path, name, size, cin, nout):
+    """Build, (fold,) export and load one small model; cached per test session."""
+    if name in _EXPORTS:
+        return _EXPORTS[name]
     m = _small(name, size, cin, nout)
     x = torch.rand(2, cin, size, size, size, generator=torch.Generator().manual_seed(0))
-    _warm_bn(m, x, steps=60)
+    _warm_bn(m, x)
     if name == "unet3d":
         m = fold_batchnorm(m)
     path = export_cnn3d(m, x[:1], tmp_path / f"{name}.onnx")
     import onnx
 
-    return onnx.load(str(path)), m, x
+    _EXPORTS[name] = onnx.load(str(path)), m, x
+    return _EXPORTS[name]
 
 
 @pytest.mark.parametrize("name,size,cin,nout", SMALL)

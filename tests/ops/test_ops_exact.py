@@ -245,3 +245,55 @@ def test_lut_refuses_huge_domains(make_graph, make_type):
 
     with pytest.raises(UnsupportedModelError, match="too large"):
         make_graph(make_type(20, 6, True, (4,)), ("lut", lut.Attrs("tanh", quant.Attrs(FixedType(8, 7, True), False, "ROUND"))))
+
+
+@pytest.mark.parametrize("kernel,stride,pads,cip", [
+    ((3, 3, 3), (2, 2, 2), (1, 1, 1, 1, 1, 1), False),  # paper-1 CosmoFlow pooling
+    ((3, 3, 3), (2, 2, 2), (1, 1, 1, 1, 1, 1), True),
+    ((2, 2, 2), (2, 2, 2), (0,) * 6, False),
+    ((3, 3), (1, 2), (1, 0, 1, 0), False),
+])
+@pytest.mark.parametrize("rounding,fy", [("ROUND", 5), ("FLOOR", 3), ("HALF_UP", 7), ("DOWN", 2)])
+def test_avgpool_exact(make_graph, make_type, kernel, stride, pads, cip, rounding, fy):
+    from fractions import Fraction
+
+    from tessera.compiler.ops import avgpool
+
+    n = len(kernel)
+    attrs = avgpool.Attrs(kernel, stride, pads, cip, quant.Attrs(FixedType(7, fy, True), False, rounding))
+    g = make_graph(make_type(8, 4, True, (2, *(5, 6, 7)[:n])), ("avgpool", attrs))
+    y = check_exact(g, n=50)
+    # one output against the rational definition with Python fractions
+    x = sample_codes(g.values[g.input], 50, seed=0)
+    pos = (0,) * n  # the corner window: padding matters here
+    sl = tuple(slice(max(0, -pads[i]), kernel[i] - pads[i]) for i in range(n))
+    window = x[(7, 1) + sl]
+    count = int(np.prod(kernel)) if cip else window.size
+    exact = Fraction(int(window.sum()) * 2 ** (fy - 4) if fy >= 4 else int(window.sum()), count * (2 ** (4 - fy) if fy < 4 else 1))
+    assert y[(7, 1) + pos] == int(np.clip(quant.div_round(np.array([exact.numerator]), exact.denominator, rounding)[0], -64, 63))
+
+
+@pytest.mark.parametrize("mode", ["ROUND", "FLOOR", "CEIL", "DOWN", "UP", "HALF_UP", "HALF_DOWN"])
+def test_div_round_matches_the_rational_definition(mode):
+    import math
+    from fractions import Fraction
+
+    def definition(f: Fraction) -> int:
+        fl = math.floor(f)
+        frac = f - fl
+        if mode == "FLOOR":
+            return fl
+        if mode == "CEIL":
+            return math.ceil(f)
+        if mode == "DOWN":
+            return math.trunc(f)
+        if mode == "UP":
+            return -math.floor(-f) if f > 0 else math.floor(f)
+        if frac != Fraction(1, 2):
+            return fl + (frac > Fraction(1, 2))
+        return {"ROUND": fl + (fl % 2), "HALF_UP": fl + (f > 0), "HALF_DOWN": fl + (f < 0)}[mode]
+
+    nums = np.arange(-60, 61)
+    for den in (1, 2, 3, 4, 6, 27):
+        got = quant.div_round(nums, den, mode)
+        assert got.tolist() == [definition(Fraction(int(v), den)) for v in nums], den

@@ -1,0 +1,139 @@
+"""Average pooling followed by its ``Quant``, as one exact op (2D or 3D).
+
+``y = clip(R(S * 2**(fy - fx) / n))`` where ``S`` is the window sum of codes (zero padding)
+and ``n`` the divisor: the kernel volume (``count_include_pad=1``) or the number of valid
+elements (``count_include_pad=0``).  ``n`` is generally not a power of two (CosmoFlow's
+3x3x3 windows: 27), so an average is not a fixed-point number; the compiler therefore fuses
+the pool with the ``Quant`` that follows it and rounds the exact rational ``S / n`` once,
+with the Quant's rounding mode (:func:`.quant.div_round`).  The HLS kernel
+(``hls_templates/avgpool``) sums exactly and performs the same integer division.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import TensorType
+from .base import OpDef, check_width
+from .conv import windows
+from .quant import Attrs as QuantAttrs
+from .quant import div_round
+
+ROUNDING_CODES = {"ROUND": 0, "HALF_EVEN": 0, "FLOOR": 1, "CEIL": 2, "DOWN": 3, "UP": 4, "HALF_UP": 5, "HALF_DOWN": 6}
+
+
+@dataclass(frozen=True)
+class Attrs:
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    pads: tuple[int, ...]  # begins then ends
+    count_include_pad: bool
+    out: QuantAttrs
+
+
+def out_spatial(attrs: Attrs, spatial) -> tuple[int, ...]:
+    n = len(attrs.kernel)
+    return tuple((spatial[i] + attrs.pads[i] + attrs.pads[n + i] - attrs.kernel[i]) // attrs.strides[i] + 1 for i in range(n))
+
+
+def divisors(attrs: Attrs, spatial) -> np.ndarray:
+    """The divisor of every output position (int64, shape = output spatial)."""
+    n = len(attrs.kernel)
+    osp = out_spatial(attrs, spatial)
+    if attrs.count_include_pad:
+        return np.full(osp, int(np.prod(attrs.kernel)), dtype=np.int64)
+    counts = []
+    for i in range(n):
+        start = np.arange(osp[i]) * attrs.strides[i] - attrs.pads[i]
+        lo, hi = np.maximum(start, 0), np.minimum(start + attrs.kernel[i], spatial[i])
+        counts.append(hi - lo)
+    return np.prod(np.stack(np.meshgrid(*counts, indexing="ij")), axis=0).astype(np.int64)
+
+
+def _scale(attrs: Attrs, x: TensorType) -> tuple[int, int]:
+    """(numerator shift, denominator shift) so that y = R((S << up) / (n << down))."""
+    d = attrs.out.out.frac - x.ftype.frac
+    return max(d, 0), max(-d, 0)
+
+
+class AvgPool(OpDef):
+    name = "avgpool"
+
+    def infer(self, attrs: Attrs, ins, node):
+        (x,) = ins
+        n = len(attrs.kernel)
+        if len(x.shape) != n + 1:
+            raise UnsupportedModelError(f"node '{node}': {n}D AveragePool expects a (C, {n} spatial) input, got {x.shape}")
+        osp = out_spatial(attrs, x.shape[1:])
+        if min(osp) < 1:
+            raise UnsupportedModelError(f"node '{node}': AveragePool window larger than input {x.shape}")
+        if int(divisors(attrs, x.shape[1:]).min()) < 1:
+            raise UnsupportedModelError(f"node '{node}': AveragePool has windows entirely in the padding")
+        k = int(np.prod(attrs.kernel))
+        check_width(TensorType.from_range(x.shape, x.lo * k, x.hi * k, x.ftype.frac), node, "the window sum")
+        up, down = _scale(attrs, x)
+        ends = div_round(np.array([x.lo, x.hi], dtype=np.int64) << np.int64(up), 1 << down, attrs.out.rounding)
+        lo, hi = (int(v) for v in np.clip(ends, attrs.out.qmin, attrs.out.qmax))  # averages stay within [x.lo, x.hi]
+        return TensorType((x.shape[0], *osp), attrs.out.out, lo, hi)
+
+    def reference(self, attrs: Attrs, xs, ins, out):
+        n = len(attrs.kernel)
+        pad = ((0, 0), (0, 0)) + tuple((attrs.pads[i], attrs.pads[n + i]) for i in range(n))
+        win = windows(np.pad(xs[0].astype(np.int64), pad), attrs.kernel, attrs.strides)
+        win = win[(slice(None), slice(None)) + tuple(slice(0, s) for s in out.shape[1:])]
+        sums = win.sum(axis=tuple(range(2 + n, 2 + 2 * n)))
+        up, down = _scale(attrs, ins[0])
+        y = div_round(sums << np.int64(up), divisors(attrs, ins[0].shape[1:]) << np.int64(down), attrs.out.rounding)
+        return np.clip(y, attrs.out.qmin, attrs.out.qmax)
+
+    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+        # Window sums: onnxruntime's AveragePool is float32 only.  avg * k rounds back to the
+        # exact integer sum while |sum| < 2**20 (relative error of the float32 average <= 2**-23,
+        # so the absolute error stays below 1/8); the compiler checks that bound first.
+        x = ins[0]
+        k = int(np.prod(attrs.kernel))
+        if k * max(abs(x.lo), abs(x.hi)) >= 2**20:
+            raise UnsupportedModelError(
+                f"AveragePool window sums reach {k * max(abs(x.lo), abs(x.hi))}: beyond the exact float32 reference (2**20)")
+        avg = b.op("AveragePool", [b.op("Cast", [xs[0]], to="float")], kernel_shape=list(attrs.kernel),
+                   strides=list(attrs.strides), pads=list(attrs.pads), count_include_pad=1)
+        sums = b.op("Round", [b.op("Mul", [b.op("Cast", [avg], to="double"), b.const(np.array(float(k)))])])
+        up, down = _scale(attrs, x)
+        num = b.op("Mul", [sums, b.const(np.array(float(1 << up)))])
+        den = (divisors(attrs, x.shape[1:]) << down).astype(np.float64)
+        y = b.div_round(num, b.const(den.reshape((1,) * 2 + den.shape)), attrs.out.rounding)
+        y = b.op("Clip", [y, b.const(np.array(float(attrs.out.qmin))), b.const(np.array(float(attrs.out.qmax)))])
+        return b.op("Cast", [y], to="int64")
+
+    def lower(self, attrs: Attrs, hl, node, ins, out):
+        x = ins[0]
+        n = len(attrs.kernel)
+        if attrs.out.narrow and not attrs.out.out.signed:
+            raise UnsupportedModelError(f"node '{node.name}': unsigned narrow-range Quant is not supported")
+        kern = (1,) * (3 - n) + attrs.kernel
+        strides = (1,) * (3 - n) + attrs.strides
+        spatial = (1,) * (3 - n) + x.shape[1:]
+        osp = (1,) * (3 - n) + out.shape[1:]
+        pads = (0,) * (3 - n) + attrs.pads[:n]
+        up, down = _scale(attrs, x)
+        k = int(np.prod(attrs.kernel))
+        sum_t = TensorType.from_range((1,), min(x.lo * k, 0), max(x.hi * k, 0), x.ftype.frac)
+        layer = {"class_name": "TesseraAvgPool3D", "n_filt": x.shape[0], "count_include_pad": bool(attrs.count_include_pad),
+                 "num_shift": up, "den_shift": down, "rounding": ROUNDING_CODES[attrs.out.rounding],
+                 "qmin": attrs.out.qmin, "qmax": attrs.out.qmax, "sum_bits": sum_t.ftype.width,
+                 "out_bits": attrs.out.out.width}
+        for i, d in enumerate(("depth", "height", "width")):
+            layer[f"in_{d}"], layer[f"out_{d}"] = spatial[i], osp[i]
+            layer[f"pool_{d}"], layer[f"stride_{d}"] = kern[i], strides[i]
+        layer.update(pad_front=pads[0], pad_top=pads[1], pad_left=pads[2])
+        hl.add_layer(node, layer, {"result": out.ftype.hls(), "accum": sum_t.ftype.hls()}, layout="channels")
+
+    def macs(self, attrs, ins, out):
+        return 0
+
+
+OP = AvgPool()

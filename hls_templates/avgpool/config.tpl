@@ -1,0 +1,27 @@
+struct config${index} : nnet::tessera_avgpool3d_config {
+    static const unsigned in_depth = ${in_depth};
+    static const unsigned in_height = ${in_height};
+    static const unsigned in_width = ${in_width};
+    static const unsigned n_filt = ${n_filt};
+    static const unsigned out_depth = ${out_depth};
+    static const unsigned out_height = ${out_height};
+    static const unsigned out_width = ${out_width};
+    static const unsigned pool_depth = ${pool_depth};
+    static const unsigned pool_height = ${pool_height};
+    static const unsigned pool_width = ${pool_width};
+    static const unsigned stride_depth = ${stride_depth};
+    static const unsigned stride_height = ${stride_height};
+    static const unsigned stride_width = ${stride_width};
+    static const unsigned pad_front = ${pad_front};
+    static const unsigned pad_top = ${pad_top};
+    static const unsigned pad_left = ${pad_left};
+    static const bool count_include_pad = ${count_include_pad};
+    static const unsigned num_shift = ${num_shift};
+    static const unsigned den_shift = ${den_shift};
+    static const unsigned rounding = ${rounding};
+    static const long long qmin = ${qmin};
+    static const long long qmax = ${qmax};
+    static const unsigned sum_bits = ${sum_bits};
+    static const unsigned out_bits = ${out_bits};
+    typedef ${accum_t} accum_t;
+};

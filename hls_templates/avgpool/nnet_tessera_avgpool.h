@@ -1,0 +1,122 @@
+// Tessera average pooling fused with the Quant that follows it (2D as depth 1, or 3D).
+//
+// y = clip(R((S << num_shift) / (n << den_shift)), qmin, qmax): S is the exact window sum
+// of input codes (zero padding), n the kernel volume or the count of valid elements, R the
+// Quant's rounding mode.  All arithmetic is on integers; the result's raw bits are set
+// directly, so nothing else can round.
+#ifndef NNET_TESSERA_AVGPOOL_H_
+#define NNET_TESSERA_AVGPOOL_H_
+
+#include "hls_stream.h"
+#include "nnet_common.h"
+
+namespace nnet {
+
+struct tessera_avgpool3d_config {
+    static const unsigned in_depth = 1, in_height = 1, in_width = 1, n_filt = 1;
+    static const unsigned out_depth = 1, out_height = 1, out_width = 1;
+    static const unsigned pool_depth = 1, pool_height = 1, pool_width = 1;
+    static const unsigned stride_depth = 1, stride_height = 1, stride_width = 1;
+    static const unsigned pad_front = 0, pad_top = 0, pad_left = 0;
+    static const bool count_include_pad = false;
+    static const unsigned num_shift = 0, den_shift = 0, rounding = 0;  // rounding: 0 half-even, 1 floor, 2 ceil,
+    static const long long qmin = 0, qmax = 0;                         // 3 toward zero, 4 away, 5 half-up, 6 half-down
+    static const unsigned sum_bits = 1, out_bits = 1;
+    typedef float accum_t;
+};
+
+// R(num / den) for den > 0, on 64-bit integers.
+inline long long tessera_div_round(long long num, long long den, unsigned mode) {
+    long long q = num / den, r = num % den;
+    if (r < 0) {
+        q -= 1;
+        r += den;
+    }
+    const bool neg = num < 0;
+    const long long twice = 2 * r;
+    bool up;
+    switch (mode) {
+    case 0: up = twice > den || (twice == den && (q & 1)); break;
+    case 1: up = false; break;
+    case 2: up = r > 0; break;
+    case 3: up = neg && r > 0; break;
+    case 4: up = !neg && r > 0; break;
+    case 5: up = neg ? twice > den : twice >= den; break;
+    default: up = neg ? twice >= den : twice > den; break;
+    }
+    return q + (up ? 1 : 0);
+}
+
+template <class in_T, class out_T, typename CONFIG_T> void tessera_avgpool3d_compute(const in_T *data, out_T *res) {
+    const int D = CONFIG_T::in_depth, H = CONFIG_T::in_height, W = CONFIG_T::in_width, C = CONFIG_T::n_filt;
+OutDepth:
+    for (int od = 0; od < (int)CONFIG_T::out_depth; od++) {
+    OutHeight:
+        for (int oh = 0; oh < (int)CONFIG_T::out_height; oh++) {
+        OutWidth:
+            for (int ow = 0; ow < (int)CONFIG_T::out_width; ow++) {
+                #pragma HLS PIPELINE
+            Channels:
+                for (int c = 0; c < C; c++) {
+                    typename CONFIG_T::accum_t sum = 0;
+                    long long count = 0;
+                    for (int kd = 0; kd < (int)CONFIG_T::pool_depth; kd++)
+                        for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
+                            for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++) {
+                                const int id = od * CONFIG_T::stride_depth + kd - (int)CONFIG_T::pad_front;
+                                const int ih = oh * CONFIG_T::stride_height + kh - (int)CONFIG_T::pad_top;
+                                const int iw = ow * CONFIG_T::stride_width + kw - (int)CONFIG_T::pad_left;
+                                if (id < 0 || id >= D || ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                    continue;
+                                sum += data[((id * H + ih) * W + iw) * C + c];
+                                count++;
+                            }
+                    if (CONFIG_T::count_include_pad)
+                        count = CONFIG_T::pool_depth * CONFIG_T::pool_height * CONFIG_T::pool_width;
+                    ap_int<CONFIG_T::sum_bits> code;
+                    code.range() = sum.range(CONFIG_T::sum_bits - 1, 0);
+                    long long y = tessera_div_round(((long long)code) << CONFIG_T::num_shift, count << CONFIG_T::den_shift,
+                                                    CONFIG_T::rounding);
+                    if (y < CONFIG_T::qmin)
+                        y = CONFIG_T::qmin;
+                    if (y > CONFIG_T::qmax)
+                        y = CONFIG_T::qmax;
+                    out_T out;
+                    out.range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
+                    res[((od * CONFIG_T::out_height + oh) * CONFIG_T::out_width + ow) * C + c] = out;
+                }
+            }
+        }
+    }
+}
+
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_avgpool3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width * CONFIG_T::n_filt],
+                          res_T res[CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width * CONFIG_T::n_filt]) {
+    tessera_avgpool3d_compute<data_T, res_T, CONFIG_T>(data, res);
+}
+
+// io_stream with a whole-volume buffer (plane-buffered form is future work).
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_avgpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res) {
+    const int n_in = CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width;
+    const int n_out = CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width;
+    static typename data_T::value_type in_buf[n_in * CONFIG_T::n_filt];
+    static typename res_T::value_type out_buf[n_out * CONFIG_T::n_filt];
+    for (int i = 0; i < n_in; i++) {
+        data_T word = data.read();
+        for (int c = 0; c < (int)CONFIG_T::n_filt; c++)
+            in_buf[i * CONFIG_T::n_filt + c] = word[c];
+    }
+    tessera_avgpool3d_compute<typename data_T::value_type, typename res_T::value_type, CONFIG_T>(in_buf, out_buf);
+    for (int i = 0; i < n_out; i++) {
+        res_T word;
+        for (int c = 0; c < (int)CONFIG_T::n_filt; c++)
+            word[c] = out_buf[i * CONFIG_T::n_filt + c];
+        res.write(word);
+    }
+}
+
+} // namespace nnet
+
+#endif
