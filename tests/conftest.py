@@ -114,3 +114,45 @@ def _skip_block(rng, cin, spatial_rank):
 @pytest.fixture
 def skip_block():
     return _skip_block
+
+
+def _brevitas_kit():
+    """A small Brevitas Conv3d/MaxPool3d/Linear/Tanh model class and a calibration helper."""
+    import torch
+    import torch.nn as nn
+    from brevitas import nn as qnn
+
+    from tessera.models.quant import Int8ActPow2, Int8WeightPow2, Int16Bias, Uint8ActPow2
+
+    class Net3d(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = qnn.QuantIdentity(act_quant=Int8ActPow2, return_quant_tensor=True)
+            self.c = qnn.QuantConv3d(2, 4, 3, padding=1, weight_quant=Int8WeightPow2, bias_quant=Int16Bias,
+                                     return_quant_tensor=True)
+            self.r = qnn.QuantReLU(act_quant=Uint8ActPow2, return_quant_tensor=True)
+            self.p = nn.MaxPool3d(2)
+            self.f = nn.Flatten()
+            self.l = qnn.QuantLinear(4 * 2 * 2 * 2, 3, weight_quant=Int8WeightPow2, bias_quant=Int16Bias, return_quant_tensor=True)
+            self.qi = qnn.QuantIdentity(act_quant=Int8ActPow2, return_quant_tensor=True)
+            self.t = qnn.QuantTanh(act_quant=Int8ActPow2)
+
+        def forward(self, x):
+            x = self.p(self.r(self.c(self.q(x))))
+            return self.t(self.qi(self.l(self.f(x))))
+
+
+    def calibrated(model, shape):
+        torch.manual_seed(0)
+        model.train()
+        with torch.no_grad():
+            for _ in range(60):
+                model(torch.randn(8, *shape))
+        return model.eval()
+
+    return Net3d, calibrated
+
+
+@pytest.fixture(scope="session")
+def brevitas_kit():
+    return _brevitas_kit()

@@ -45,6 +45,11 @@ def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
     return default
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
 def clean(model: onnx.ModelProto) -> onnx.ModelProto:
     """qonnx clean-up (shape inference, constant folding, unique names); QCDQ -> Quant first."""
     from qonnx.core.modelwrapper import ModelWrapper
@@ -347,7 +352,12 @@ class _Importer:
             handler = getattr(self, f"on_{node.op_type}", None)
             if handler is None:
                 raise UnsupportedModelError(f"unsupported op '{node.op_type}' (node '{node.name}')")
-            handler(node)
+            try:
+                handler(node)
+            except (ValueError, IndexError, KeyError, TypeError, ArithmeticError) as exc:
+                # malformed inputs that slipped past the checks above: still one line, naming the node
+                raise UnsupportedModelError(
+                    f"node '{node.name}' ({node.op_type}) is malformed: {type(exc).__name__}: {_first_line(exc)}") from None
         if self.pending_input is not None:
             raise UnsupportedModelError(f"graph input '{self.pending_input}' is never quantized (no Quant node reads it)")
         out = self.env.get(self.model.graph.output[0].name)

@@ -66,6 +66,10 @@ class ConvTranspose(OpDef):
         (x,) = ins
         if len(x.shape) != attrs.ndim + 1 or x.shape[0] != attrs.weight.shape[0]:
             raise UnsupportedModelError(f"node '{node}': ConvTranspose input {x.shape} does not match weights {attrs.weight.shape}")
+        if attrs.bias is not None and attrs.bias.shape != (attrs.weight.shape[1],):
+            raise UnsupportedModelError(f"node '{node}': bias of shape {attrs.bias.shape} does not match the weights")
+        if len(attrs.strides) != attrs.ndim or len(attrs.pads) != 2 * attrs.ndim or min(attrs.strides) < 1 or min(attrs.pads) < 0:
+            raise UnsupportedModelError(f"node '{node}': invalid strides {attrs.strides} or pads {attrs.pads}")
         facc = _facc(attrs, x)
         shift = facc - x.ftype.frac - attrs.wtype.frac
         bias = _bias_aligned(attrs, facc)

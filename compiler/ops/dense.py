@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
 from .base import OpDef, check_width, fits_int8, interval_dot
 
@@ -40,6 +41,10 @@ class Dense(OpDef):
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
+        if len(x.shape) != 1 or x.shape[0] != attrs.weight.shape[0]:
+            raise UnsupportedModelError(f"node '{node}': Dense input of shape {x.shape} does not match weights {attrs.weight.shape}")
+        if attrs.bias is not None and attrs.bias.shape != (attrs.weight.shape[1],):
+            raise UnsupportedModelError(f"node '{node}': bias of shape {attrs.bias.shape} for {attrs.weight.shape[1]} outputs")
         facc = acc_frac(attrs, x)
         shift = facc - x.ftype.frac - attrs.wtype.frac
         mn, mx = interval_dot(attrs.weight, x.lo, x.hi, axis=0)

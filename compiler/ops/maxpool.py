@@ -26,6 +26,8 @@ class MaxPool(OpDef):
         n = len(attrs.kernel)
         if len(x.shape) != n + 1:
             raise UnsupportedModelError(f"node '{node}': {n}D MaxPool expects a (C, {n} spatial) input, got {x.shape}")
+        if len(attrs.strides) != n or min(attrs.strides) < 1 or min(attrs.kernel) < 1:
+            raise UnsupportedModelError(f"node '{node}': invalid MaxPool kernel {attrs.kernel} or strides {attrs.strides}")
         sp = tuple((x.shape[1 + i] - attrs.kernel[i]) // attrs.strides[i] + 1 for i in range(n))
         if min(sp) < 1:
             raise UnsupportedModelError(f"node '{node}': MaxPool window larger than input {x.shape}")

@@ -15,8 +15,14 @@ class InferTypes:
         from . import PassResult
         from ..ops import OPS
 
+        from ..errors import UnsupportedModelError
+
         before = dict(graph.values)
         for node in graph.nodes:
             ins = [graph.values[v] for v in node.inputs]
-            graph.values[node.output] = OPS[node.op].infer(node.attrs, ins, node.name)
+            try:
+                graph.values[node.output] = OPS[node.op].infer(node.attrs, ins, node.name)
+            except (ValueError, IndexError, TypeError, ArithmeticError) as exc:
+                text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                raise UnsupportedModelError(f"node '{node.name}' ({node.op}): inconsistent shapes or values: {text}") from None
         return PassResult(graph, graph.values != before)

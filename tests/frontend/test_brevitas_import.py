@@ -17,33 +17,6 @@ from tessera.models.quant import Int8ActPow2, Int8WeightPow2, Int16Bias, Uint8Ac
 from tessera.models.train import export_model
 
 
-class Net3d(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.q = qnn.QuantIdentity(act_quant=Int8ActPow2, return_quant_tensor=True)
-        self.c = qnn.QuantConv3d(2, 4, 3, padding=1, weight_quant=Int8WeightPow2, bias_quant=Int16Bias,
-                                 return_quant_tensor=True)
-        self.r = qnn.QuantReLU(act_quant=Uint8ActPow2, return_quant_tensor=True)
-        self.p = nn.MaxPool3d(2)
-        self.f = nn.Flatten()
-        self.l = qnn.QuantLinear(4 * 2 * 2 * 2, 3, weight_quant=Int8WeightPow2, bias_quant=Int16Bias, return_quant_tensor=True)
-        self.qi = qnn.QuantIdentity(act_quant=Int8ActPow2, return_quant_tensor=True)
-        self.t = qnn.QuantTanh(act_quant=Int8ActPow2)
-
-    def forward(self, x):
-        x = self.p(self.r(self.c(self.q(x))))
-        return self.t(self.qi(self.l(self.f(x))))
-
-
-def calibrated(model, shape):
-    torch.manual_seed(0)
-    model.train()
-    with torch.no_grad():
-        for _ in range(60):
-            model(torch.randn(8, *shape))
-    return model.eval()
-
-
 def check(path, n=200):
     g = compile_ir(path)
     codes = sample_codes(g.values[g.input], n)
@@ -53,7 +26,8 @@ def check(path, n=200):
     return g, agree
 
 
-def test_conv3d_tanh_export_imports_exactly(tmp_path):
+def test_conv3d_tanh_export_imports_exactly(tmp_path, brevitas_kit):
+    Net3d, calibrated = brevitas_kit
     model = calibrated(Net3d(), (2, 4, 4, 4))
     path = export_model(model, torch.randn(1, 2, 4, 4, 4), tmp_path / "m.onnx")
     g, agree = check(path)
@@ -61,7 +35,8 @@ def test_conv3d_tanh_export_imports_exactly(tmp_path):
     assert agree["differing_outputs"] == 0, agree
 
 
-def test_tanh_on_an_accumulator_is_refused_with_a_clear_error(tmp_path):
+def test_tanh_on_an_accumulator_is_refused_with_a_clear_error(tmp_path, brevitas_kit):
+    Net3d, calibrated = brevitas_kit
     from tessera.compiler.errors import UnsupportedModelError
 
     model = Net3d()
@@ -72,7 +47,8 @@ def test_tanh_on_an_accumulator_is_refused_with_a_clear_error(tmp_path):
         compile_ir(path)
 
 
-def test_qcdq_export_imports_exactly(tmp_path):
+def test_qcdq_export_imports_exactly(tmp_path, brevitas_kit):
+    _, calibrated = brevitas_kit
     from brevitas.export import export_onnx_qcdq
 
     model = calibrated(nn.Sequential(

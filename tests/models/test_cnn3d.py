@@ -72,6 +72,11 @@ def test_published_shapes():
     u = unet3d(width=1.0)
     assert [c.out_channels for c in u.modules() if isinstance(c, nn.ConvTranspose3d)] == \
         [512, 256, 128]
+    # regression outputs have a constant scale 2^-6: range [-2, 127/64] covers the targets
+    q = m.head[-1]
+    assert float(q.act_quant.scale()) == 2.0 ** -6 and list(q.parameters()) == []
+    with torch.no_grad():
+        assert q(torch.tensor([[-1.0, 1.0, 3.0]])).tolist() == [[-1.0, 1.0, 127 / 64]]
     # small configuration: pools that would see fewer than 3 voxels are dropped
     assert cosmoflow(width=0.25, input_size=32).skipped_pools == [3, 4]
 

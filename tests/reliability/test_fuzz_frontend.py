@@ -1,0 +1,107 @@
+"""Bounded fuzzing: mutated real exports either import (and stay exact) or fail with a TesseraError.
+
+Never an unhandled exception.  Mutations touch attributes, initializer values and shapes,
+graph edges and op types of Brevitas/QONNX exports.  CI runs a bounded number of cases.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from tessera.compiler.errors import TesseraError
+from tessera.compiler.frontend import compile_ir
+from tessera.compiler.reference.emit import OrtReference, emit_reference
+from tessera.compiler.reference.interpret import run_ir
+from tessera.compiler.samples import sample_codes
+
+N_CASES = int(__import__("os").environ.get("TESSERA_FUZZ_CASES", "150"))
+
+
+def mutate(model: onnx.ModelProto, rng: np.random.Generator) -> tuple[onnx.ModelProto, str]:
+    m = copy.deepcopy(model)
+    g = m.graph
+    kind = rng.integers(0, 7)
+    if kind == 0 and g.initializer:  # scale/values: random multiplier (often not a power of two)
+        init = g.initializer[rng.integers(len(g.initializer))]
+        a = numpy_helper.to_array(init).astype(np.float64)
+        factor = rng.choice([0.5, 2.0, 0.3, -1.0, 0.0, np.inf, np.nan, 1e30])
+        init.CopyFrom(numpy_helper.from_array((a * factor).astype(numpy_helper.to_array(init).dtype), init.name))
+        return m, f"scale initializer {init.name} by {factor}"
+    if kind == 1 and g.initializer:  # wrong shape
+        init = g.initializer[rng.integers(len(g.initializer))]
+        a = numpy_helper.to_array(init).ravel()
+        new = a[: max(0, a.size - 1)] if a.size > 1 else np.concatenate([a, a])
+        init.CopyFrom(numpy_helper.from_array(new, init.name))
+        return m, f"reshape initializer {init.name}"
+    node = g.node[rng.integers(len(g.node))]
+    if kind == 2 and node.attribute:  # attribute value
+        a = node.attribute[rng.integers(len(node.attribute))]
+        if a.type == onnx.AttributeProto.INT:
+            a.i = int(rng.choice([-1, 0, 1, 2, 3, 99]))
+        elif a.type == onnx.AttributeProto.INTS and len(a.ints):
+            a.ints[rng.integers(len(a.ints))] = int(rng.choice([-1, 0, 2, 5]))
+        elif a.type == onnx.AttributeProto.STRING:
+            a.s = rng.choice([b"CEIL", b"UP", b"bogus", b"FLOOR"])
+        elif a.type == onnx.AttributeProto.FLOAT:
+            a.f = float(rng.choice([0.3, -2.0, 0.0]))
+        return m, f"attribute {a.name} of {node.name}"
+    if kind == 3:  # rewire an input to another tensor
+        names = [n.output[0] for n in g.node] + [i.name for i in g.initializer] + [g.input[0].name]
+        if node.input:
+            node.input[rng.integers(len(node.input))] = str(rng.choice(names))
+        return m, f"rewire {node.name}"
+    if kind == 4:  # change the op type
+        node.op_type = str(rng.choice(["Relu", "Sigmoid", "Tanh", "Add", "MaxPool", "Softmax", "Quant", "Gemm"]))
+        return m, f"op type of {node.name} -> {node.op_type}"
+    if kind == 5:  # drop a node
+        g.node.remove(node)
+        return m, f"drop {node.name}"
+    # bit width initializer to something odd
+    for n in g.node:
+        if n.op_type == "Quant" and len(n.input) == 4:
+            for init in g.initializer:
+                if init.name == n.input[3]:
+                    init.CopyFrom(numpy_helper.from_array(np.array(rng.choice([0.0, 1.0, 2.5, 64.0, -3.0]), dtype=np.float32), init.name))
+                    return m, f"bit width of {n.name}"
+    return m, "no-op"
+
+
+
+
+def _seeds(tmp_path, make_qonnx_mlp, brevitas_kit):
+    import torch
+
+    from tessera.models.train import export_model
+
+    net3d, calibrated = brevitas_kit
+    exported = export_model(calibrated(net3d(), (2, 4, 4, 4)), torch.randn(1, 2, 4, 4, 4), tmp_path / "net3d.onnx")
+    return [onnx.load(str(make_qonnx_mlp(tmp_path / "mlp.onnx"))), onnx.load(str(exported))]
+
+
+def test_fuzz_frontend_never_crashes(tmp_path, make_qonnx_mlp, brevitas_kit):
+    rng = np.random.default_rng(2024)
+    seeds = _seeds(tmp_path, make_qonnx_mlp, brevitas_kit)
+    outcomes = {"compiled": 0, "refused": 0}
+    for case in range(N_CASES):
+        model, what = mutate(seeds[case % len(seeds)], rng)
+        path = tmp_path / f"case{case}.onnx"
+        onnx.save(model, path)
+        try:
+            g = compile_ir(path)
+            reference = OrtReference(emit_reference(g))
+        except TesseraError as exc:
+            msg = str(exc)
+            assert msg and "\n" not in msg, (what, msg)
+            outcomes["refused"] += 1
+            continue
+        except Exception as exc:  # pragma: no cover - this is the failure the test looks for
+            pytest.fail(f"case {case} ({what}): unhandled {type(exc).__name__}: {exc}")
+        codes = sample_codes(g.values[g.input], 20, seed=case)
+        assert np.array_equal(reference.run(codes), run_ir(g, codes)), what
+        outcomes["compiled"] += 1
+    assert outcomes["compiled"] > 0 and outcomes["refused"] > 0, outcomes
