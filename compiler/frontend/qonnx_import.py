@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
-from ..ops import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu
+from ..ops import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, upsample
 
 ALIAS_OPS = {"Identity", "Dropout"}
 QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -302,6 +302,15 @@ class _Importer:
 
     def on_Tanh(self, node: onnx.NodeProto) -> None:
         self._lut(node, "tanh")
+
+    def on_Resize(self, node: onnx.NodeProto) -> None:
+        if _attr(node, "mode", "nearest") != "nearest":
+            raise UnsupportedModelError(f"node '{node.name}' (Resize): only nearest-neighbour upsampling is supported")
+        x = self.value(node.input[0], node)
+        scales = self.const(node.input[2], node, "the scales") if len(node.input) > 2 and node.input[2] else None
+        if scales is None or scales.size < 4 or np.any(scales[:2] != 1) or np.any(scales != np.round(scales)) or np.any(scales < 1):
+            raise UnsupportedModelError(f"node '{node.name}' (Resize): needs constant integer scales >= 1 on spatial dims only")
+        self.add(node, "upsample", [x], upsample.Attrs(tuple(int(v) for v in scales[2:])))
 
     def on_Relu(self, node: onnx.NodeProto) -> None:
         self.add(node, "relu", [self.value(node.input[0], node)], relu.Attrs())

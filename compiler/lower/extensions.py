@@ -60,6 +60,16 @@ class TesseraAvgPool3D(Layer):
         self.add_output_variable([self.get_attr(f"out_{d}") for d in DIMS] + [self.get_attr("n_filt")])
 
 
+class TesseraUpsample3D(Layer):
+    """Nearest-neighbour upsampling by integer factors, channels-last."""
+
+    _expected_attributes = [*(Attribute(f"{p}_{d}") for p in ("in", "factor") for d in DIMS), Attribute("n_chan")]
+
+    def initialize(self):
+        self.add_output_variable([self.get_attr(f"in_{d}") * self.get_attr(f"factor_{d}") for d in DIMS]
+                                 + [self.get_attr("n_chan")])
+
+
 class TesseraMaxPool3D(Layer):
     """3D max pooling, channels-last, no padding."""
 
@@ -143,6 +153,10 @@ EXTENSIONS: dict[str, Extension] = {
         + ("n_filt", "pad_front", "pad_top", "pad_left", "count_include_pad", "num_shift", "den_shift", "rounding",
            "qmin", "qmax", "sum_bits", "out_bits"),
         config_types=lambda n: {"accum_t": n.get_attr("accum_t").name},
+    ),
+    "TesseraUpsample3D": Extension(
+        TesseraUpsample3D, "upsample", "nnet_tessera_upsample.h",
+        tuple(f"{p}_{d}" for p in ("in", "factor") for d in DIMS) + ("n_chan",),
     ),
     "TesseraConcat": Extension(TesseraConcat, "merge", "nnet_tessera_merge.h", ("n_pos", "n_chan1", "n_chan2"),
                                prefix="concat_", n_inputs=2),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu
+from . import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, upsample
 from .base import OpDef
 
 OPS: dict[str, OpDef] = {
@@ -16,6 +16,7 @@ OPS: dict[str, OpDef] = {
     flatten.OP.name: flatten.OP,
     lut.OP.name: lut.OP,
     avgpool.OP.name: avgpool.OP,
+    upsample.OP.name: upsample.OP,
     merge.CONCAT.name: merge.CONCAT,
     merge.ADD.name: merge.ADD,
 }

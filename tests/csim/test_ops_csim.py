@@ -145,3 +145,12 @@ def test_avgpool_csim(make_graph, make_type, tmp_path, io_type, rounding):
         ("avgpool", avgpool.Attrs((2, 2, 2), (1, 1, 1), (0,) * 6, True, quant.Attrs(FixedType(6, 2, True), True, "FLOOR"))),
     )
     csim_exact(g, tmp_path, io_type, n=150)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_upsample3d_csim(make_graph, make_type, tmp_path, io_type):
+    from tessera.compiler.ops import upsample
+
+    g = make_graph(make_type(7, 3, True, (2, 2, 3, 2)), ("upsample", upsample.Attrs((2, 1, 3))),
+                   ("relu", relu.Attrs()))
+    csim_exact(g, tmp_path, io_type, n=60)

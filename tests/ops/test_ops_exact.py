@@ -297,3 +297,12 @@ def test_div_round_matches_the_rational_definition(mode):
     for den in (1, 2, 3, 4, 6, 27):
         got = quant.div_round(nums, den, mode)
         assert got.tolist() == [definition(Fraction(int(v), den)) for v in nums], den
+
+
+@pytest.mark.parametrize("factors,shape", [((2, 2, 2), (3, 2, 3, 4)), ((1, 2, 3), (2, 3, 2, 2)), ((2, 2), (3, 4, 5))])
+def test_upsample_exact(make_graph, make_type, factors, shape):
+    from tessera.compiler.ops import upsample
+
+    g = make_graph(make_type(8, 3, True, shape), ("upsample", upsample.Attrs(factors)))
+    y = check_exact(g, n=40)
+    assert y.shape[2:] == tuple(s * f for s, f in zip(shape[1:], factors))

@@ -1,0 +1,58 @@
+"""Nearest-neighbour upsampling by integer factors (ONNX Resize, mode nearest), 2D or 3D.
+
+Every output code is a copy of one input code, so the type is unchanged.  The reference
+uses onnxruntime's int32 ``Resize`` (codes must fit 31 bits); 3D lowers to the
+``TesseraUpsample3D`` extension (``hls_templates/upsample``), 2D as depth 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import TensorType
+from .base import OpDef
+
+
+@dataclass(frozen=True)
+class Attrs:
+    factors: tuple[int, ...]  # per spatial dim
+
+
+class Upsample(OpDef):
+    name = "upsample"
+
+    def infer(self, attrs: Attrs, ins, node):
+        (x,) = ins
+        if len(x.shape) != len(attrs.factors) + 1 or min(attrs.factors) < 1:
+            raise UnsupportedModelError(f"node '{node}': upsampling factors {attrs.factors} do not fit input {x.shape}")
+        if x.ftype.width > 31:
+            raise UnsupportedModelError(f"node '{node}': upsampling {x.ftype.width}-bit codes (the reference handles 31)")
+        return TensorType((x.shape[0], *(s * f for s, f in zip(x.shape[1:], attrs.factors))), x.ftype, x.lo, x.hi)
+
+    def reference(self, attrs: Attrs, xs, ins, out):
+        y = xs[0]
+        for i, f in enumerate(attrs.factors):
+            y = np.repeat(y, f, axis=2 + i)
+        return y
+
+    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+        scales = np.array([1.0, 1.0, *attrs.factors], dtype=np.float32)
+        y = b.op("Resize", [b.op("Cast", [xs[0]], to="int32"), "", b.const(scales)], mode="nearest",
+                 nearest_mode="floor", coordinate_transformation_mode="asymmetric")
+        return b.op("Cast", [y], to="int64")
+
+    def lower(self, attrs: Attrs, hl, node, ins, out):
+        x = ins[0]
+        n = len(attrs.factors)
+        spatial = (1,) * (3 - n) + x.shape[1:]
+        factors = (1,) * (3 - n) + attrs.factors
+        layer = {"class_name": "TesseraUpsample3D", "n_chan": x.shape[0]}
+        for i, d in enumerate(("depth", "height", "width")):
+            layer[f"in_{d}"], layer[f"factor_{d}"] = spatial[i], factors[i]
+        hl.add_layer(node, layer, {"result": out.ftype.hls()}, layout="channels")
+
+
+OP = Upsample()
