@@ -215,6 +215,11 @@ def register() -> None:
     global _registered
     if _registered:
         return
+    common = template_path("common/nnet_tessera_stream.h")
+    for backend_name in BACKENDS:
+        backend = get_backend(backend_name)
+        if f"nnet_utils/{common.name}" not in backend.get_custom_source():
+            backend.register_source(common)
     for name, ext in EXTENSIONS.items():
         register_layer(name, ext.layer)
         for backend_name in BACKENDS:

@@ -65,3 +65,41 @@ def interval_dot(w: np.ndarray, lo: int, hi: int, axis: int) -> tuple[np.ndarray
     mx = np.where(w >= 0, b, a)
     mn = np.where(w >= 0, a, b)
     return mn.sum(axis=axis), mx.sum(axis=axis)
+
+
+# -- shared by the linear ops (dense, conv, convtranspose) --------------------------------
+
+
+def linear_acc_frac(x: TensorType, wtype, btype) -> int:
+    """Accumulator fractional bits: products have fx + fw, the bias fb; take the finer."""
+    f = x.ftype.frac + wtype.frac
+    return max(f, btype.frac) if btype is not None else f
+
+
+def bias_aligned(bias: np.ndarray | None, btype, n_out: int, facc: int) -> np.ndarray:
+    """Bias codes shifted onto the accumulator grid (zeros without a bias)."""
+    if bias is None:
+        return np.zeros(n_out, dtype=np.int64)
+    return bias.astype(np.int64) << np.int64(facc - btype.frac)
+
+
+def linear_acc_range(weight_rows, x: TensorType, shift: int, bias: np.ndarray) -> tuple[int, int]:
+    """Exact accumulator interval over all inputs in [x.lo, x.hi].
+
+    ``weight_rows`` yields (n_out, taps) integer matrices, one per group of outputs that sum
+    the same taps (one for dense/conv, one per output phase for transposed convolution).
+    The interval always contains 0, so every partial sum lies inside it too.
+    """
+    lo, hi = 0, 0
+    for rows in weight_rows:
+        mn, mx = interval_dot(rows, x.lo, x.hi, axis=1)
+        lo = min(lo, min(int(m) * (1 << shift) + int(b) for m, b in zip(mn, bias)))
+        hi = max(hi, max(int(m) * (1 << shift) + int(b) for m, b in zip(mx, bias)))
+    return lo, hi
+
+
+def finish_acc_onnx(b, acc: str, shift: int, bias: np.ndarray) -> str:
+    """int64 accumulator -> aligned to the accumulator grid, plus the aligned bias constant."""
+    if shift:
+        acc = b.op("Mul", [acc, b.const(np.array(1 << shift, dtype=np.int64))])
+    return b.op("Add", [acc, b.const(bias)])

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, check_width, fits_int8, interval_dot
+from .base import OpDef, bias_aligned, check_width, finish_acc_onnx, fits_int8, interval_dot, linear_acc_frac, linear_acc_range
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,15 +37,8 @@ def out_spatial(attrs: Attrs, spatial: tuple[int, ...]) -> tuple[int, ...]:
     return tuple((spatial[i] + attrs.pads[i] + attrs.pads[n + i] - k[i]) // attrs.strides[i] + 1 for i in range(n))
 
 
-def _facc(attrs: Attrs, x: TensorType) -> int:
-    f = x.ftype.frac + attrs.wtype.frac
-    return max(f, attrs.btype.frac) if attrs.btype is not None else f
-
-
 def _bias_aligned(attrs: Attrs, facc: int) -> np.ndarray:
-    if attrs.bias is None:
-        return np.zeros(attrs.weight.shape[0], dtype=np.int64)
-    return attrs.bias.astype(np.int64) << np.int64(facc - attrs.btype.frac)
+    return bias_aligned(attrs.bias, attrs.btype, attrs.weight.shape[0], facc)
 
 
 def windows(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
@@ -67,13 +60,9 @@ class Conv(OpDef):
             raise UnsupportedModelError(f"node '{node}': bias of shape {attrs.bias.shape} does not match the weights")
         if len(attrs.strides) != attrs.ndim or len(attrs.pads) != 2 * attrs.ndim or min(attrs.strides) < 1 or min(attrs.pads) < 0:
             raise UnsupportedModelError(f"node '{node}': invalid strides {attrs.strides} or pads {attrs.pads}")
-        facc = _facc(attrs, x)
+        facc = linear_acc_frac(x, attrs.wtype, attrs.btype)
         shift = facc - x.ftype.frac - attrs.wtype.frac
-        w2 = attrs.weight.reshape(attrs.weight.shape[0], -1)
-        mn, mx = interval_dot(w2, x.lo, x.hi, axis=1)
-        bias = [int(v) for v in _bias_aligned(attrs, facc)]
-        lo = min(min(int(m) * (1 << shift) + b for m, b in zip(mn, bias)), 0)
-        hi = max(max(int(m) * (1 << shift) + b for m, b in zip(mx, bias)), 0)
+        lo, hi = linear_acc_range([attrs.weight.reshape(attrs.weight.shape[0], -1)], x, shift, _bias_aligned(attrs, facc))
         sp = out_spatial(attrs, x.shape[1:])
         if min(sp) < 1:
             raise UnsupportedModelError(f"node '{node}': Conv output would be empty for input {x.shape}")
@@ -102,11 +91,8 @@ class Conv(OpDef):
             )
         acc = b.op("ConvInteger", [b.op("Cast", [xs[0]], to=xt), b.const(attrs.weight.astype(wt))],
                    pads=list(attrs.pads), strides=list(attrs.strides))
-        acc = b.op("Cast", [acc], to="int64")
-        shift = out.ftype.frac - x.ftype.frac - attrs.wtype.frac
-        if shift:
-            acc = b.op("Mul", [acc, b.const(np.array(1 << shift, dtype=np.int64))])
-        return b.op("Add", [acc, b.const(_bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))])
+        return finish_acc_onnx(b, b.op("Cast", [acc], to="int64"), out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
+                               _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))
 
     def lower(self, attrs: Attrs, hl, node, ins, out):
         x = ins[0]

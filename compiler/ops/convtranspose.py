@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, check_width, interval_dot
+from .base import OpDef, bias_aligned, check_width, finish_acc_onnx, interval_dot, linear_acc_frac, linear_acc_range
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,15 +39,8 @@ def out_spatial(attrs: Attrs, spatial) -> tuple[int, ...]:
     return tuple((spatial[i] - 1) * attrs.strides[i] + k[i] - attrs.pads[i] - attrs.pads[n + i] for i in range(n))
 
 
-def _facc(attrs: Attrs, x: TensorType) -> int:
-    f = x.ftype.frac + attrs.wtype.frac
-    return max(f, attrs.btype.frac) if attrs.btype is not None else f
-
-
 def _bias_aligned(attrs: Attrs, facc: int) -> np.ndarray:
-    if attrs.bias is None:
-        return np.zeros(attrs.weight.shape[1], dtype=np.int64)
-    return attrs.bias.astype(np.int64) << np.int64(facc - attrs.btype.frac)
+    return bias_aligned(attrs.bias, attrs.btype, attrs.weight.shape[1], facc)
 
 
 def phase_weights(attrs: Attrs):
@@ -70,14 +63,9 @@ class ConvTranspose(OpDef):
             raise UnsupportedModelError(f"node '{node}': bias of shape {attrs.bias.shape} does not match the weights")
         if len(attrs.strides) != attrs.ndim or len(attrs.pads) != 2 * attrs.ndim or min(attrs.strides) < 1 or min(attrs.pads) < 0:
             raise UnsupportedModelError(f"node '{node}': invalid strides {attrs.strides} or pads {attrs.pads}")
-        facc = _facc(attrs, x)
+        facc = linear_acc_frac(x, attrs.wtype, attrs.btype)
         shift = facc - x.ftype.frac - attrs.wtype.frac
-        bias = _bias_aligned(attrs, facc)
-        lo, hi = 0, 0
-        for w in phase_weights(attrs):
-            mn, mx = interval_dot(w, x.lo, x.hi, axis=1)
-            lo = min(lo, min(int(m) * (1 << shift) + int(b) for m, b in zip(mn, bias)))
-            hi = max(hi, max(int(m) * (1 << shift) + int(b) for m, b in zip(mx, bias)))
+        lo, hi = linear_acc_range(phase_weights(attrs), x, shift, _bias_aligned(attrs, facc))
         sp = out_spatial(attrs, x.shape[1:])
         if min(sp) < 1:
             raise UnsupportedModelError(f"node '{node}': ConvTranspose output would be empty")
@@ -109,11 +97,8 @@ class ConvTranspose(OpDef):
                 "needs them below 2**24)")
         acc = b.op("ConvTranspose", [b.op("Cast", [xs[0]], to="float"), b.const(attrs.weight.astype(np.float32))],
                    strides=list(attrs.strides), pads=list(attrs.pads))
-        acc = b.op("Cast", [acc], to="int64")
-        shift = out.ftype.frac - x.ftype.frac - attrs.wtype.frac
-        if shift:
-            acc = b.op("Mul", [acc, b.const(np.array(1 << shift, dtype=np.int64))])
-        return b.op("Add", [acc, b.const(_bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))])
+        return finish_acc_onnx(b, b.op("Cast", [acc], to="int64"), out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
+                               _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))
 
     def lower(self, attrs: Attrs, hl, node, ins, out):
         if attrs.ndim != 3:

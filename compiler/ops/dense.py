@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, check_width, fits_int8, interval_dot
+from .base import OpDef, bias_aligned, check_width, finish_acc_onnx, fits_int8, interval_dot, linear_acc_frac, linear_acc_range
 
 
 @dataclass(frozen=True, eq=False)
@@ -25,15 +25,8 @@ class Attrs:
     btype: FixedType | None
 
 
-def acc_frac(attrs: Attrs, x: TensorType) -> int:
-    f = x.ftype.frac + attrs.wtype.frac
-    return max(f, attrs.btype.frac) if attrs.btype is not None else f
-
-
 def _bias_aligned(attrs: Attrs, facc: int) -> np.ndarray:
-    if attrs.bias is None:
-        return np.zeros(attrs.weight.shape[1], dtype=np.int64)
-    return attrs.bias.astype(np.int64) << np.int64(facc - attrs.btype.frac)
+    return bias_aligned(attrs.bias, attrs.btype, attrs.weight.shape[1], facc)
 
 
 class Dense(OpDef):
@@ -45,13 +38,9 @@ class Dense(OpDef):
             raise UnsupportedModelError(f"node '{node}': Dense input of shape {x.shape} does not match weights {attrs.weight.shape}")
         if attrs.bias is not None and attrs.bias.shape != (attrs.weight.shape[1],):
             raise UnsupportedModelError(f"node '{node}': bias of shape {attrs.bias.shape} for {attrs.weight.shape[1]} outputs")
-        facc = acc_frac(attrs, x)
+        facc = linear_acc_frac(x, attrs.wtype, attrs.btype)
         shift = facc - x.ftype.frac - attrs.wtype.frac
-        mn, mx = interval_dot(attrs.weight, x.lo, x.hi, axis=0)
-        bias = [int(v) for v in _bias_aligned(attrs, facc)]
-        lo = min(int(m) * (1 << shift) + b for m, b in zip(mn, bias))
-        hi = max(int(m) * (1 << shift) + b for m, b in zip(mx, bias))
-        lo, hi = min(lo, 0), max(hi, 0)
+        lo, hi = linear_acc_range([attrs.weight.T], x, shift, _bias_aligned(attrs, facc))
         t = TensorType.from_range(x.shape[:-1] + (attrs.weight.shape[1],), lo, hi, facc)
         return check_width(t, node, "the accumulator")
 
@@ -72,10 +61,7 @@ class Dense(OpDef):
             acc = b.op("Cast", [acc], to="int64")
         else:
             acc = b.op("MatMul", [xs[0], b.const(attrs.weight.astype(np.int64))])
-        shift = out.ftype.frac - x.ftype.frac - attrs.wtype.frac
-        if shift:
-            acc = b.op("Mul", [acc, b.const(np.array(1 << shift, dtype=np.int64))])
-        return b.op("Add", [acc, b.const(_bias_aligned(attrs, out.ftype.frac))])
+        return finish_acc_onnx(b, acc, out.ftype.frac - x.ftype.frac - attrs.wtype.frac, _bias_aligned(attrs, out.ftype.frac))
 
     def lower(self, attrs: Attrs, hl, node, ins, out):
         w = attrs.weight[hl.flat_perm(node.inputs[0])]  # rows in the HLS (channels-last) order

@@ -9,6 +9,7 @@
 
 #include "hls_stream.h"
 #include "nnet_common.h"
+#include "nnet_tessera_stream.h"
 
 namespace nnet {
 
@@ -103,18 +104,9 @@ void tessera_avgpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res
     const int n_out = CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width;
     static typename data_T::value_type in_buf[n_in * CONFIG_T::n_filt];
     static typename res_T::value_type out_buf[n_out * CONFIG_T::n_filt];
-    for (int i = 0; i < n_in; i++) {
-        data_T word = data.read();
-        for (int c = 0; c < (int)CONFIG_T::n_filt; c++)
-            in_buf[i * CONFIG_T::n_filt + c] = word[c];
-    }
+    tessera_stream_to_array<data_T, n_in>(data, in_buf);
     tessera_avgpool3d_compute<typename data_T::value_type, typename res_T::value_type, CONFIG_T>(in_buf, out_buf);
-    for (int i = 0; i < n_out; i++) {
-        res_T word;
-        for (int c = 0; c < (int)CONFIG_T::n_filt; c++)
-            word[c] = out_buf[i * CONFIG_T::n_filt + c];
-        res.write(word);
-    }
+    tessera_array_to_stream<res_T, n_out>(out_buf, res);
 }
 
 } // namespace nnet

@@ -9,6 +9,7 @@
 
 #include "hls_stream.h"
 #include "nnet_common.h"
+#include "nnet_tessera_stream.h"
 
 namespace nnet {
 
@@ -94,21 +95,9 @@ void tessera_conv3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
     const int n_out = CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width;
     static typename data_T::value_type in_buf[n_in * CONFIG_T::n_chan];
     static typename res_T::value_type out_buf[n_out * CONFIG_T::n_filt];
-ReadInput:
-    for (int i = 0; i < n_in; i++) {
-        data_T word = data.read();
-        for (int c = 0; c < (int)CONFIG_T::n_chan; c++)
-            in_buf[i * CONFIG_T::n_chan + c] = word[c];
-    }
-    tessera_conv3d_compute<typename data_T::value_type, typename res_T::value_type, CONFIG_T>(in_buf, out_buf, weights,
-                                                                                                biases);
-WriteOutput:
-    for (int i = 0; i < n_out; i++) {
-        res_T word;
-        for (int f = 0; f < (int)CONFIG_T::n_filt; f++)
-            word[f] = out_buf[i * CONFIG_T::n_filt + f];
-        res.write(word);
-    }
+    tessera_stream_to_array<data_T, n_in>(data, in_buf);
+    tessera_conv3d_compute<typename data_T::value_type, typename res_T::value_type, CONFIG_T>(in_buf, out_buf, weights, biases);
+    tessera_array_to_stream<res_T, n_out>(out_buf, res);
 }
 
 } // namespace nnet
