@@ -48,6 +48,26 @@ inline long long tessera_div_round(long long num, long long den, unsigned mode) 
     return q + (up ? 1 : 0);
 }
 
+// Round the exact window sum (raw bits of accum_t) divided by count, clip, and set the raw bits of out.
+template <class out_T, typename CONFIG_T> inline void tessera_avgpool_finish(const typename CONFIG_T::accum_t &sum, long long count,
+                                                                            out_T &out) {
+    ap_int<CONFIG_T::sum_bits> code;
+    code.range() = sum.range(CONFIG_T::sum_bits - 1, 0);
+    long long y = tessera_div_round(((long long)code) << CONFIG_T::num_shift, count << CONFIG_T::den_shift,
+                                    CONFIG_T::rounding);
+    if (y < CONFIG_T::qmin)
+        y = CONFIG_T::qmin;
+    if (y > CONFIG_T::qmax)
+        y = CONFIG_T::qmax;
+    out.range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
+}
+
+// Number of window elements inside the input along one axis.
+inline long long tessera_valid(int start, int k, int n) {
+    const int lo = start > 0 ? start : 0, hi = start + k < n ? start + k : n;
+    return hi > lo ? hi - lo : 0;
+}
+
 template <class in_T, class out_T, typename CONFIG_T> void tessera_avgpool3d_compute(const in_T *data, out_T *res) {
     const int D = CONFIG_T::in_depth, H = CONFIG_T::in_height, W = CONFIG_T::in_width, C = CONFIG_T::n_filt;
 OutDepth:
@@ -74,16 +94,8 @@ OutDepth:
                             }
                     if (CONFIG_T::count_include_pad)
                         count = CONFIG_T::pool_depth * CONFIG_T::pool_height * CONFIG_T::pool_width;
-                    ap_int<CONFIG_T::sum_bits> code;
-                    code.range() = sum.range(CONFIG_T::sum_bits - 1, 0);
-                    long long y = tessera_div_round(((long long)code) << CONFIG_T::num_shift, count << CONFIG_T::den_shift,
-                                                    CONFIG_T::rounding);
-                    if (y < CONFIG_T::qmin)
-                        y = CONFIG_T::qmin;
-                    if (y > CONFIG_T::qmax)
-                        y = CONFIG_T::qmax;
                     out_T out;
-                    out.range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
+                    tessera_avgpool_finish<out_T, CONFIG_T>(sum, count, out);
                     res[((od * CONFIG_T::out_height + oh) * CONFIG_T::out_width + ow) * C + c] = out;
                 }
             }
@@ -97,16 +109,32 @@ void tessera_avgpool3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height *
     tessera_avgpool3d_compute<data_T, res_T, CONFIG_T>(data, res);
 }
 
-// io_stream with a whole-volume buffer (plane-buffered form is future work).
+// io_stream: the 3D line buffer of nnet_tessera_stream.h (zero-padded plane buffer).
+template <class res_T, typename CONFIG_T> struct tessera_avgpool3d_window {
+    template <class P> void operator()(const P &planes, int d0, int h0, int w0, res_T &out) const {
+        long long count = CONFIG_T::pool_depth * CONFIG_T::pool_height * CONFIG_T::pool_width;
+        if (!CONFIG_T::count_include_pad)
+            count = tessera_valid(d0 - (int)CONFIG_T::pad_front, CONFIG_T::pool_depth, CONFIG_T::in_depth) *
+                    tessera_valid(h0 - (int)CONFIG_T::pad_top, CONFIG_T::pool_height, CONFIG_T::in_height) *
+                    tessera_valid(w0 - (int)CONFIG_T::pad_left, CONFIG_T::pool_width, CONFIG_T::in_width);
+        for (int c = 0; c < (int)CONFIG_T::n_filt; c++) {
+            typename CONFIG_T::accum_t sum = 0;
+            for (int kd = 0; kd < (int)CONFIG_T::pool_depth; kd++)
+                for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
+                    for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++)
+                        sum += planes[(d0 + kd) % CONFIG_T::pool_depth][h0 + kh][w0 + kw][c];
+            tessera_avgpool_finish<typename res_T::value_type, CONFIG_T>(sum, count, out[c]);
+        }
+    }
+};
+
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_avgpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res) {
-    const int n_in = CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width;
-    const int n_out = CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width;
-    static typename data_T::value_type in_buf[n_in * CONFIG_T::n_filt];
-    static typename res_T::value_type out_buf[n_out * CONFIG_T::n_filt];
-    tessera_stream_to_array<data_T, n_in>(data, in_buf);
-    tessera_avgpool3d_compute<typename data_T::value_type, typename res_T::value_type, CONFIG_T>(in_buf, out_buf);
-    tessera_array_to_stream<res_T, n_out>(out_buf, res);
+    tessera_avgpool3d_window<res_T, CONFIG_T> window;
+    tessera_plane_walk<CONFIG_T::pool_depth, CONFIG_T::pool_height, CONFIG_T::pool_width, CONFIG_T::stride_depth,
+                       CONFIG_T::stride_height, CONFIG_T::stride_width, CONFIG_T::pad_front, CONFIG_T::pad_top,
+                       CONFIG_T::pad_left, CONFIG_T::in_depth, CONFIG_T::in_height, CONFIG_T::in_width,
+                       CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width>(data, res, window);
 }
 
 } // namespace nnet

@@ -29,6 +29,46 @@ WriteWords:
     }
 }
 
+// The 3D line buffer: walk the zero-padded volume in (depth, height, width) raster order,
+// reading one stream word per real input position, keeping the last KD padded planes, and
+// calling window(planes, d0, h0, w0, out) for every output whose window ends at the current
+// position.  Outputs leave in raster order.  On-chip storage: KD x H' x W' x channels.
+template <int KD, int KH, int KW, int SD, int SH, int SW, int PF, int PT, int PL, int ID, int IH, int IW, int OD,
+          int OH, int OW, class data_T, class res_T, class Window>
+void tessera_plane_walk(hls::stream<data_T> &data, hls::stream<res_T> &res, const Window &window) {
+    typedef typename data_T::value_type elem_t;
+    const int DP = (OD - 1) * SD + KD, HP = (OH - 1) * SH + KH, WP = (OW - 1) * SW + KW;
+    const int D_ALL = DP > ID + PF ? DP : ID + PF;
+    const int H_ALL = HP > IH + PT ? HP : IH + PT;
+    const int W_ALL = WP > IW + PL ? WP : IW + PL;
+    static elem_t planes[KD][H_ALL][W_ALL][data_T::size];
+Depth:
+    for (int dp = 0; dp < D_ALL; dp++) {
+    Height:
+        for (int hp = 0; hp < H_ALL; hp++) {
+        Width:
+            for (int wp = 0; wp < W_ALL; wp++) {
+                #pragma HLS PIPELINE
+                const int d = dp - PF, h = hp - PT, w = wp - PL;
+                const bool inside = d >= 0 && d < ID && h >= 0 && h < IH && w >= 0 && w < IW;
+                data_T word;
+                if (inside)
+                    word = data.read();
+                for (unsigned c = 0; c < data_T::size; c++)
+                    planes[dp % KD][hp][wp][c] = inside ? (elem_t)word[c] : (elem_t)0;
+                const int d0 = dp - KD + 1, h0 = hp - KH + 1, w0 = wp - KW + 1;
+                if (d0 < 0 || h0 < 0 || w0 < 0 || d0 % SD || h0 % SH || w0 % SW)
+                    continue;
+                if (d0 / SD >= OD || h0 / SH >= OH || w0 / SW >= OW)
+                    continue;
+                res_T out;
+                window(planes, d0, h0, w0, out);
+                res.write(out);
+            }
+        }
+    }
+}
+
 } // namespace nnet
 
 #endif

@@ -83,21 +83,38 @@ void tessera_conv3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height * CO
     tessera_conv3d_compute<data_T, res_T, CONFIG_T>(data, res, weights, biases);
 }
 
-// io_stream: one pixel (all channels) per stream word.  This version buffers the whole
-// input volume (a frame buffer); a plane-buffered (3D line buffer) form is future work.
+// io_stream: the 3D line buffer of nnet_tessera_stream.h (plane buffer of filt_depth planes).
+template <class res_T, typename CONFIG_T> struct tessera_conv3d_window {
+    const typename CONFIG_T::weight_t *weights;
+    const typename CONFIG_T::bias_t *biases;
+    template <class P> void operator()(const P &planes, int d0, int h0, int w0, res_T &out) const {
+        const int KD = CONFIG_T::filt_depth, KH = CONFIG_T::filt_height, KW = CONFIG_T::filt_width;
+        const int C = CONFIG_T::n_chan, F = CONFIG_T::n_filt;
+    Filters:
+        for (int f = 0; f < F; f++) {
+            typename CONFIG_T::accum_t acc = biases[f];
+            for (int kd = 0; kd < KD; kd++)
+                for (int kh = 0; kh < KH; kh++)
+                    for (int kw = 0; kw < KW; kw++)
+                        for (int c = 0; c < C; c++)
+                            acc += planes[(d0 + kd) % KD][h0 + kh][w0 + kw][c] *
+                                   weights[(((kd * KH + kh) * KW + kw) * C + c) * F + f];
+            out[f] = (typename res_T::value_type)acc;
+        }
+    }
+};
+
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_conv3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
                            typename CONFIG_T::weight_t weights[CONFIG_T::filt_depth * CONFIG_T::filt_height *
                                                                CONFIG_T::filt_width * CONFIG_T::n_chan *
                                                                CONFIG_T::n_filt],
                            typename CONFIG_T::bias_t biases[CONFIG_T::n_filt]) {
-    const int n_in = CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width;
-    const int n_out = CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width;
-    static typename data_T::value_type in_buf[n_in * CONFIG_T::n_chan];
-    static typename res_T::value_type out_buf[n_out * CONFIG_T::n_filt];
-    tessera_stream_to_array<data_T, n_in>(data, in_buf);
-    tessera_conv3d_compute<typename data_T::value_type, typename res_T::value_type, CONFIG_T>(in_buf, out_buf, weights, biases);
-    tessera_array_to_stream<res_T, n_out>(out_buf, res);
+    tessera_conv3d_window<res_T, CONFIG_T> window = {weights, biases};
+    tessera_plane_walk<CONFIG_T::filt_depth, CONFIG_T::filt_height, CONFIG_T::filt_width, CONFIG_T::stride_depth,
+                       CONFIG_T::stride_height, CONFIG_T::stride_width, CONFIG_T::pad_front, CONFIG_T::pad_top,
+                       CONFIG_T::pad_left, CONFIG_T::in_depth, CONFIG_T::in_height, CONFIG_T::in_width,
+                       CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width>(data, res, window);
 }
 
 } // namespace nnet

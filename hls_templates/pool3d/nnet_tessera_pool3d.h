@@ -53,16 +53,30 @@ void tessera_maxpool3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height *
     tessera_maxpool3d_compute<data_T, res_T, CONFIG_T>(data, res);
 }
 
-// io_stream with a whole-volume buffer (plane-buffered form is future work).
+// io_stream: the 3D line buffer of nnet_tessera_stream.h (plane buffer of pool_depth planes).
+template <class res_T, typename CONFIG_T> struct tessera_maxpool3d_window {
+    template <class P> void operator()(const P &planes, int d0, int h0, int w0, res_T &out) const {
+        for (int c = 0; c < (int)CONFIG_T::n_filt; c++) {
+            typename res_T::value_type best = planes[d0 % CONFIG_T::pool_depth][h0][w0][c];
+            for (int kd = 0; kd < (int)CONFIG_T::pool_depth; kd++)
+                for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
+                    for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++) {
+                        typename res_T::value_type v = planes[(d0 + kd) % CONFIG_T::pool_depth][h0 + kh][w0 + kw][c];
+                        if (v > best)
+                            best = v;
+                    }
+            out[c] = best;
+        }
+    }
+};
+
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_maxpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res) {
-    const int n_in = CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width;
-    const int n_out = CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width;
-    static typename data_T::value_type in_buf[n_in * CONFIG_T::n_filt];
-    static typename res_T::value_type out_buf[n_out * CONFIG_T::n_filt];
-    tessera_stream_to_array<data_T, n_in>(data, in_buf);
-    tessera_maxpool3d_compute<typename data_T::value_type, typename res_T::value_type, CONFIG_T>(in_buf, out_buf);
-    tessera_array_to_stream<res_T, n_out>(out_buf, res);
+    tessera_maxpool3d_window<res_T, CONFIG_T> window;
+    tessera_plane_walk<CONFIG_T::pool_depth, CONFIG_T::pool_height, CONFIG_T::pool_width, CONFIG_T::stride_depth,
+                       CONFIG_T::stride_height, CONFIG_T::stride_width, 0, 0, 0, CONFIG_T::in_depth, CONFIG_T::in_height,
+                       CONFIG_T::in_width, CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width>(data, res,
+                                                                                                            window);
 }
 
 } // namespace nnet

@@ -154,3 +154,17 @@ def test_upsample3d_csim(make_graph, make_type, tmp_path, io_type):
     g = make_graph(make_type(7, 3, True, (2, 2, 3, 2)), ("upsample", upsample.Attrs((2, 1, 3))),
                    ("relu", relu.Attrs()))
     csim_exact(g, tmp_path, io_type, n=60)
+
+
+@pytest.mark.parametrize("k,stride,pads,shape", [
+    ((3, 3, 3), (2, 2, 2), (1, 0, 1, 1, 1, 0), (2, 7, 6, 5)),
+    ((2, 3, 2), (1, 2, 2), (0, 1, 0, 0, 1, 1), (3, 5, 7, 4)),
+    ((3, 3, 3), (2, 2, 2), (0, 0, 0, 0, 0, 0), (1, 8, 7, 6)),  # trailing inputs no window uses
+])
+def test_conv3d_plane_buffer_stream_csim(make_graph, make_type, rng, tmp_path, k, stride, pads, shape):
+    """The plane-buffered io_stream Conv3D: strides, asymmetric padding, odd sizes."""
+    w = rng.integers(-128, 127, size=(3, shape[0], *k), endpoint=True)
+    g = make_graph(make_type(8, 6, True, shape),
+                   ("conv", conv.Attrs(w, FixedType(8, 7, True), rng.integers(-99, 99, size=3), FixedType(8, 14, True),
+                                       stride, pads)))
+    csim_exact(g, tmp_path, "io_stream", n=60)
