@@ -114,8 +114,10 @@ def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Pa
             "lowering_seconds": round(time.perf_counter() - t0, 3),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        if out.exists():
+        if out.is_dir():
             shutil.rmtree(out)
+        elif out.exists():
+            out.unlink()
         os.replace(tmp, out)
     finally:
         if tmp.exists():
