@@ -1,0 +1,512 @@
+"""ONNX export forms of the quantized cells, and a NumPy reference executor for them.
+
+Three forms, one per cell, documented in ``docs/rnn_export.md``:
+
+* **LSTM** -- brevitas' own: ``export_qonnx(QuantLSTM, x, dynamo=False)`` gives
+  ``Quant(x)`` -> ``QuantLSTMCell`` (domain ``qonnx.custom_op.general``; 48 inputs; see
+  :func:`export_lstm`).
+* **GRU** -- ``Quant(x)`` -> ``QuantGRUCell`` (domain ``tessera.custom_op``), weights and
+  biases through QONNX ``Quant`` / ``BipolarQuant`` nodes, every internal quantizer in
+  attributes (:func:`export_gru`).
+* **ConvLSTM** -- ``Quant(x)`` -> ``QuantConvLSTMCell`` (domain ``tessera.custom_op``), same
+  conventions (:func:`export_convlstm`).
+
+Every export is taken in eval mode with weights and biases written *already quantized*:
+initializers hold values exactly on their grid (the codebook for Connect weights), so each
+``Quant`` / ``BipolarQuant`` node is an exact identity on its initializer.  Float (``fp``)
+weights and their biases are plain float32 initializers without a ``Quant`` node.
+
+:func:`run_cell_onnx` executes any of the three forms from the ONNX file alone, in float64
+NumPy, following the documented semantics; the tests require it to agree *exactly* with
+the brevitas model it was exported from.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+from brevitas.proxy import BiasQuantProxyFromInjector
+from onnx import TensorProto, helper, numpy_helper
+from torch import nn
+
+from .cells import QuantConvLSTM, QuantGRU
+from .quant import codebook_export_mode
+
+__all__ = [
+    "CUSTOM_DOMAIN",
+    "QONNX_DOMAIN",
+    "export_convlstm",
+    "export_gru",
+    "export_lstm",
+    "quant_attrs",
+    "run_cell_onnx",
+]
+
+QONNX_DOMAIN = "qonnx.custom_op.general"
+CUSTOM_DOMAIN = "tessera.custom_op"
+
+GRU_QUANTIZERS = ("reset_acc", "update_acc", "new_acc", "reset_sigmoid", "update_sigmoid",
+                  "new_tanh", "output")
+CONVLSTM_QUANTIZERS = ("input_acc", "forget_acc", "cell_acc", "output_acc", "input_sigmoid",
+                       "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh",
+                       "cell_state", "output")
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------
+
+
+def _f(t) -> float:
+    return float(torch.as_tensor(t).detach().cpu().reshape(-1)[0])
+
+
+def quant_attrs(module: nn.Module, prefix: str) -> dict:
+    """``{prefix}_scale/_bit_width/_signed/_narrow/_rounding_mode`` of an activation
+    quantizer module (``QuantIdentity`` / ``QuantSigmoid`` / ``QuantTanh``), in eval mode."""
+    proxy = module.act_quant
+    return {
+        f"{prefix}_scale": _f(proxy.scale()),
+        f"{prefix}_bit_width": int(round(_f(proxy.bit_width()))),
+        f"{prefix}_signed": int(bool(proxy.is_signed)),
+        f"{prefix}_narrow": int(bool(proxy.is_narrow_range)),
+        f"{prefix}_rounding_mode": str(proxy.rounding_mode or "ROUND"),
+    }
+
+
+@contextmanager
+def _captured_biases(model: nn.Module):
+    """Record the last quantized output (value, scale, bit width) of every bias proxy."""
+    store: dict[int, tuple] = {}
+    handles = []
+    for m in model.modules():
+        if isinstance(m, BiasQuantProxyFromInjector):
+            def hook(mod, args, out, key=id(m)):
+                if hasattr(out, "scale") and out.scale is not None:
+                    store[key] = (out.value.detach().clone(), _f(out.scale), _f(out.bit_width))
+            handles.append(m.register_forward_hook(hook))
+    try:
+        yield store
+    finally:
+        for h in handles:
+            h.remove()
+
+
+class _GraphBuilder:
+    def __init__(self) -> None:
+        self.nodes: list = []
+        self.inits: list = []
+        self._n = 0
+
+    def const(self, name: str, value) -> str:
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
+        return name
+
+    def weight(self, name: str, layer: nn.Module) -> str:
+        """Initializer of a quantized weight (+ its Quant node), or a float initializer."""
+        if layer.weight_quant.is_quant_enabled:
+            qw = layer.quant_weight()
+            value = qw.value.detach().cpu().numpy()
+            scale, bits = _f(qw.scale), int(round(_f(qw.bit_width)))
+            self.const(name, value)
+            out = f"{name}_q"
+            s = self.const(f"{name}_scale", scale)
+            if bits == 1:
+                self.nodes.append(helper.make_node(
+                    "BipolarQuant", [name, s], [out], name=f"BipolarQuant_{name}",
+                    domain=QONNX_DOMAIN))
+            else:
+                z = self.const(f"{name}_zeropt", 0.0)
+                b = self.const(f"{name}_bitwidth", float(bits))
+                self.nodes.append(helper.make_node(
+                    "Quant", [name, s, z, b], [out], name=f"Quant_{name}", domain=QONNX_DOMAIN,
+                    signed=1, narrow=int(bool(layer.weight_quant.is_narrow_range)),
+                    rounding_mode="ROUND"))
+            return out
+        self.const(name, layer.weight.detach().cpu().numpy())
+        return name
+
+    def bias(self, name: str, layer: nn.Module, captured: dict) -> str:
+        if layer.bias is None:
+            return ""
+        key = id(layer.bias_quant)
+        if layer.bias_quant.is_quant_enabled:
+            if key not in captured:
+                raise RuntimeError(f"bias {name}: no quantized value captured")
+            value, scale, bits = captured[key]
+            self.const(name, value.cpu().numpy())
+            s = self.const(f"{name}_scale", scale)
+            z = self.const(f"{name}_zeropt", 0.0)
+            b = self.const(f"{name}_bitwidth", float(bits))
+            out = f"{name}_q"
+            self.nodes.append(helper.make_node(
+                "Quant", [name, s, z, b], [out], name=f"Quant_{name}", domain=QONNX_DOMAIN,
+                signed=1, narrow=0, rounding_mode="ROUND"))
+            return out
+        self.const(name, layer.bias.detach().cpu().numpy())
+        return name
+
+    def act_quant(self, x: str, module: nn.Module, out: str) -> str:
+        a = quant_attrs(module, "q")
+        s = self.const(f"{out}_scale", a["q_scale"])
+        z = self.const(f"{out}_zeropt", 0.0)
+        b = self.const(f"{out}_bitwidth", float(a["q_bit_width"]))
+        self.nodes.append(helper.make_node(
+            "Quant", [x, s, z, b], [out], name=f"Quant_{out}", domain=QONNX_DOMAIN,
+            signed=a["q_signed"], narrow=a["q_narrow"], rounding_mode=a["q_rounding_mode"]))
+        return out
+
+    def model(self, name, inputs, outputs) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        m = helper.make_model(graph, producer_name="tessera", opset_imports=[
+            helper.make_opsetid("", 13), helper.make_opsetid(QONNX_DOMAIN, 1),
+            helper.make_opsetid(CUSTOM_DOMAIN, 1)])
+        m.ir_version = 8
+        return m
+
+
+def _eval_copy_state(module: nn.Module):
+    was = module.training
+    module.eval()
+    return was
+
+
+def _save(model: onnx.ModelProto, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# LSTM: brevitas QuantLSTMCell
+# ---------------------------------------------------------------------------------------
+
+
+def export_lstm(lstm: nn.Module, path: str | Path, seq_len: int = 4) -> Path:
+    """Export a single-layer ``QuantLSTM`` (from :func:`~.cells.quant_lstm`) with brevitas.
+
+    Graph input ``x`` ``(1, seq_len, input_size)`` float; outputs ``y`` (every hidden state,
+    ``(1, seq_len, H)``), ``h`` and ``c`` (last states, ``(1, 1, H)``).  Connect weights are
+    written on their codebook (:func:`~.quant.codebook_export_mode`) and biases on their
+    ``Int24Bias`` grid.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore")
+        from brevitas.export import export_qonnx
+
+    was = _eval_copy_state(lstm)
+    device = next(lstm.parameters()).device
+    lstm.cpu()
+    layer = lstm.layers[0][0]
+    x = torch.zeros(1, seq_len, layer.input_size)
+    saved = []
+    try:
+        with torch.no_grad(), codebook_export_mode(lstm):
+            with _captured_biases(lstm) as cap:
+                lstm(torch.randn(1, seq_len, layer.input_size))
+            for gate in ("input", "forget", "cell", "output"):
+                gp = getattr(layer, f"{gate}_gate_params")
+                if gp is not None and gp.bias is not None and id(gp.bias_quant) in cap:
+                    saved.append((gp.bias, gp.bias.data.clone()))
+                    gp.bias.data.copy_(cap[id(gp.bias_quant)][0])
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore")
+                export_qonnx(lstm, x, str(path), dynamo=False, input_names=["x"],
+                             output_names=["y", "h", "c"], keep_initializers_as_inputs=False)
+    finally:
+        with torch.no_grad():
+            for p, data in saved:
+                p.data.copy_(data)
+        lstm.to(device)
+        lstm.train(was)
+    return Path(path)
+
+
+# ---------------------------------------------------------------------------------------
+# GRU: tessera.custom_op::QuantGRUCell
+# ---------------------------------------------------------------------------------------
+
+
+def export_gru(gru: QuantGRU, path: str | Path, seq_len: int = 4) -> Path:
+    """Export a :class:`~.cells.QuantGRU` as ``Quant(x)`` -> ``QuantGRUCell``.
+
+    Node inputs: ``X`` (quantized, ``(N, T, I)``), ``H0`` (``(N, H)``), ``W_ih`` ``(3H, I)``,
+    ``W_hh`` ``(3H, H)``, ``B_ih`` ``(3H,)``, ``B_hh`` ``(3H,)`` (rows r | z | n).  Outputs
+    ``Y`` ``(N, T, H)``, ``H_last`` ``(N, H)``.  Attributes: ``hidden_size``,
+    ``gate_order="rzn"``, ``batch_first=1`` and, for each quantizer ``q`` in
+    ``reset_acc, update_acc, new_acc, reset_sigmoid, update_sigmoid, new_tanh, output``:
+    ``q_scale`` (float), ``q_bit_width``, ``q_signed``, ``q_narrow`` (ints) and
+    ``q_rounding_mode`` (``"ROUND"`` = round half to even).
+    """
+    was = _eval_copy_state(gru)
+    device = next(gru.parameters()).device
+    gru.cpu()
+    try:
+        with torch.no_grad(), codebook_export_mode(gru):
+            with _captured_biases(gru) as cap:
+                gru(torch.randn(1, seq_len, gru.input_size))
+            g = _GraphBuilder()
+            xq = g.act_quant("x", gru.input_quant, "x_quant")
+            w_ih, w_hh = g.weight("W_ih", gru.ih), g.weight("W_hh", gru.hh)
+            b_ih, b_hh = g.bias("B_ih", gru.ih, cap), g.bias("B_hh", gru.hh, cap)
+            h0 = g.const("H0", np.zeros((1, gru.hidden_size), np.float32))
+            attrs = {"hidden_size": gru.hidden_size, "gate_order": "rzn", "batch_first": 1}
+            for q in GRU_QUANTIZERS:
+                mod = getattr(gru, {"output": "output_quant"}.get(q, f"{q}_quant"))
+                attrs.update(quant_attrs(mod, q))
+            g.nodes.append(helper.make_node(
+                "QuantGRUCell", [xq, h0, w_ih, w_hh, b_ih, b_hh], ["y", "h"],
+                name="QuantGRUCell_0", domain=CUSTOM_DOMAIN, **attrs))
+            model = g.model(
+                "quant_gru",
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq_len, gru.input_size])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq_len, gru.hidden_size]),
+                 helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, gru.hidden_size])])
+    finally:
+        gru.to(device)
+        gru.train(was)
+    return _save(model, path)
+
+
+# ---------------------------------------------------------------------------------------
+# ConvLSTM: tessera.custom_op::QuantConvLSTMCell
+# ---------------------------------------------------------------------------------------
+
+
+def export_convlstm(cell: QuantConvLSTM, path: str | Path, seq_len: int = 4,
+                    height: int = 16, width: int = 16) -> Path:
+    """Export a :class:`~.cells.QuantConvLSTM` as ``[Quant(x) ->] QuantConvLSTMCell``.
+
+    Node inputs: ``X`` (quantized ``(N, T, C, H, W)``; the empty name when the cell has no
+    input), ``H0``, ``C0`` (``(N, Hc, H, W)``), ``W_x`` ``(4Hc, C, k, k)`` (empty without
+    input), ``W_h`` ``(4Hc, Hc, k, k)``, ``B`` ``(4Hc,)`` (channels i | f | c | o).
+    Outputs ``Y`` ``(N, T, Hc, H, W)``, ``H_last``, ``C_last``.  Attributes:
+    ``hidden_channels``, ``kernel_size`` (stride 1, zero "same" padding ``k // 2``),
+    ``gate_order="ifco"``, ``bias_on`` (``"x"``: ``B`` belongs to ``conv_x``; ``"h"``: to
+    ``conv_h``), ``steps`` (number of steps, needed when there is no input), and for each
+    quantizer ``q`` in ``input_acc, forget_acc, cell_acc, output_acc, input_sigmoid,
+    forget_sigmoid, cell_tanh, output_sigmoid, hidden_state_tanh, cell_state, output``:
+    ``q_scale``, ``q_bit_width``, ``q_signed``, ``q_narrow``, ``q_rounding_mode``.
+    Without input, ``H0`` and ``C0`` are graph inputs; with input they are zero
+    initializers.  ``H0`` passes through the ``output`` quantizer and ``C0`` through the
+    ``cell_state`` quantizer before the first step.
+    """
+    was = _eval_copy_state(cell)
+    device = next(cell.parameters()).device
+    cell.cpu()
+    hc, k = cell.hidden_channels, cell.kernel_size
+    has_x = cell.conv_x is not None
+    try:
+        with torch.no_grad(), codebook_export_mode(cell):
+            with _captured_biases(cell) as cap:
+                st = (torch.rand(1, hc, height, width) - 0.5, torch.rand(1, hc, height, width) - 0.5)
+                if has_x:
+                    cell(torch.rand(1, seq_len, cell.input_channels, height, width), st)
+                else:
+                    cell(None, st, steps=seq_len)
+            g = _GraphBuilder()
+            inputs = []
+            if has_x:
+                inputs.append(helper.make_tensor_value_info(
+                    "x", TensorProto.FLOAT, [1, seq_len, cell.input_channels, height, width]))
+                xq = g.act_quant("x", cell.input_quant, "x_quant")
+                w_x = g.weight("W_x", cell.conv_x)
+                b = g.bias("B", cell.conv_x, cap)
+                h0 = g.const("H0", np.zeros((1, hc, height, width), np.float32))
+                c0 = g.const("C0", np.zeros((1, hc, height, width), np.float32))
+            else:
+                xq, w_x = "", ""
+                b = g.bias("B", cell.conv_h, cap)
+                h0, c0 = "h0", "c0"
+                inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, hc, height, width])
+                           for n in (h0, c0)]
+            w_h = g.weight("W_h", cell.conv_h)
+            attrs = {"hidden_channels": hc, "kernel_size": k, "gate_order": "ifco",
+                     "bias_on": "x" if has_x else "h", "steps": int(seq_len)}
+            for q in CONVLSTM_QUANTIZERS:
+                attrs.update(quant_attrs(getattr(cell, f"{q}_quant"), q))
+            g.nodes.append(helper.make_node(
+                "QuantConvLSTMCell", [xq, h0, c0, w_x, w_h, b], ["y", "h", "c"],
+                name="QuantConvLSTMCell_0", domain=CUSTOM_DOMAIN, **attrs))
+            model = g.model("quant_convlstm", inputs, [
+                helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq_len, hc, height, width]),
+                helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, hc, height, width]),
+                helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, hc, height, width])])
+    finally:
+        cell.to(device)
+        cell.train(was)
+    return _save(model, path)
+
+
+# ---------------------------------------------------------------------------------------
+# NumPy reference executor of the three forms
+# ---------------------------------------------------------------------------------------
+
+
+def _quant(x, scale, bits, signed, narrow):
+    """QONNX ``Quant`` with zero-point 0 and ROUND (half to even), in float64."""
+    bits = int(round(float(bits)))
+    if signed:
+        lo, hi = -(2 ** (bits - 1)) + int(narrow), 2 ** (bits - 1) - 1
+    else:
+        lo, hi = 0, 2**bits - 1 - int(narrow)
+    return np.clip(np.round(np.asarray(x, np.float64) / scale), lo, hi) * scale
+
+
+def _scalar(a) -> float:
+    a = np.asarray(a, np.float64)
+    if a.size != 1:
+        raise ValueError("per-tensor scale / bit width expected")
+    return float(a.reshape(-1)[0])
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+class _Env:
+    """Values of initializers and of the QONNX quant nodes feeding a cell node."""
+
+    def __init__(self, model: onnx.ModelProto, feeds: dict) -> None:
+        self.v = {i.name: numpy_helper.to_array(i).astype(np.float64) for i in model.graph.initializer}
+        self.v.update({k: np.asarray(a, np.float64) for k, a in feeds.items()})
+        for node in model.graph.node:
+            if node.op_type == "Quant":
+                a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+                x, s, z, b = (self.v[n] for n in node.input)
+                if np.any(z != 0):
+                    raise ValueError("non-zero zero-point")
+                self.v[node.output[0]] = _quant(x, _scalar(s), _scalar(b), a["signed"], a["narrow"])
+            elif node.op_type == "BipolarQuant":
+                x, s = (self.v[n] for n in node.input)
+                self.v[node.output[0]] = np.where(x >= 0, 1.0, -1.0) * _scalar(s)
+
+    def get(self, name):
+        return None if name == "" else self.v[name]
+
+
+def _q(attrs, name):
+    return lambda x: _quant(x, attrs[f"{name}_scale"], attrs[f"{name}_bit_width"],
+                            attrs[f"{name}_signed"], attrs[f"{name}_narrow"])
+
+
+def _conv_same(x, w):
+    """2-D cross-correlation, stride 1, zero padding k // 2; x (N,C,H,W), w (O,C,k,k)."""
+    k = w.shape[-1]
+    p = k // 2
+    n, c, hh, ww = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    cols = np.empty((n, c, k, k, hh, ww))
+    for i in range(k):
+        for j in range(k):
+            cols[:, :, i, j] = xp[:, :, i:i + hh, j:j + ww]
+    return np.einsum("nckluv,ockl->nouv", cols, w)
+
+
+def _lstm_qonnx(env: _Env, node, x):
+    ins = [env.get(n) for n in node.input]
+    a = {x_.name: helper.get_attribute_value(x_) for x_ in node.attribute}
+    xq, h, c = ins[0], ins[1], ins[2]
+    w_ii, w_if, w_ic, w_io, w_hi, w_hf, w_hc, w_ho = ins[3:11]
+    b_i, b_f, b_c, b_o = ins[11:15]
+    names = ["output", "cell_state", "input_acc", "forget_acc", "cell_acc", "output_acc",
+             "input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh"]
+    qs = {}
+    for i, nm in enumerate(names):
+        s, _, bw = ins[15 + 3 * i:18 + 3 * i]
+        narrow_key = f"{nm}_narrow" if f"{nm}_narrow" in a else f"{nm}_narrow_range"
+        qs[nm] = (_scalar(s), _scalar(bw), int(a[f"{nm}_signed"]), int(a[narrow_key]))
+    Q = {nm: (lambda v, p=p: _quant(v, *p)) for nm, p in qs.items()}
+    if not a.get("batch_first", 0):
+        raise ValueError("only batch_first=1 is supported")
+    steps = range(xq.shape[1])
+    if a.get("reverse_input", 0):
+        steps = reversed(steps)
+    ys = []
+    for t in steps:
+        xt = xq[:, t]
+        i = Q["input_sigmoid"](_sigmoid(Q["input_acc"](xt @ w_ii.T + h @ w_hi.T + b_i)))
+        f = Q["forget_sigmoid"](_sigmoid(Q["forget_acc"](xt @ w_if.T + h @ w_hf.T + b_f)))
+        g = Q["cell_tanh"](np.tanh(Q["cell_acc"](xt @ w_ic.T + h @ w_hc.T + b_c)))
+        o = Q["output_sigmoid"](_sigmoid(Q["output_acc"](xt @ w_io.T + h @ w_ho.T + b_o)))
+        c = Q["cell_state"](Q["cell_state"](f * c) + Q["cell_state"](i * g))
+        h = Q["output"](o * Q["hidden_state_tanh"](np.tanh(c)))
+        ys.append(h)
+    return {node.output[0]: np.stack(ys, 1), node.output[1]: h, node.output[2]: c}
+
+
+def _gru(env: _Env, node):
+    xq, h, w_ih, w_hh, b_ih, b_hh = (env.get(n) for n in node.input)
+    a = {x_.name: helper.get_attribute_value(x_) for x_ in node.attribute}
+    H = int(a["hidden_size"])
+    Q = {q: _q(a, q) for q in GRU_QUANTIZERS}
+    b_ih = 0.0 if b_ih is None else b_ih
+    b_hh = 0.0 if b_hh is None else b_hh
+    h = Q["output"](h)
+    gi_all = xq @ w_ih.T + b_ih
+    ys = []
+    for t in range(xq.shape[1]):
+        gi, gh = gi_all[:, t], h @ w_hh.T + b_hh
+        r = Q["reset_sigmoid"](_sigmoid(Q["reset_acc"](gi[:, :H] + gh[:, :H])))
+        z = Q["update_sigmoid"](_sigmoid(Q["update_acc"](gi[:, H:2 * H] + gh[:, H:2 * H])))
+        n = Q["new_tanh"](np.tanh(Q["new_acc"](gi[:, 2 * H:] + r * gh[:, 2 * H:])))
+        h = Q["output"]((1.0 - z) * n + z * h)
+        ys.append(h)
+    return {node.output[0]: np.stack(ys, 1), node.output[1]: h}
+
+
+def _convlstm(env: _Env, node):
+    xq, h, c, w_x, w_h, b = (env.get(n) for n in node.input)
+    a = {x_.name: helper.get_attribute_value(x_) for x_ in node.attribute}
+    hc = int(a["hidden_channels"])
+    Q = {q: _q(a, q) for q in CONVLSTM_QUANTIZERS}
+    h, c = Q["output"](h), Q["cell_state"](c)
+    b = 0.0 if b is None else b.reshape(1, -1, 1, 1)
+    steps = xq.shape[1] if xq is not None else int(a["steps"])
+    ys = []
+    for t in range(steps):
+        acc = _conv_same(h, w_h)
+        if xq is not None:
+            acc = acc + _conv_same(xq[:, t], w_x)
+        acc = acc + b
+        i = Q["input_sigmoid"](_sigmoid(Q["input_acc"](acc[:, :hc])))
+        f = Q["forget_sigmoid"](_sigmoid(Q["forget_acc"](acc[:, hc:2 * hc])))
+        g = Q["cell_tanh"](np.tanh(Q["cell_acc"](acc[:, 2 * hc:3 * hc])))
+        o = Q["output_sigmoid"](_sigmoid(Q["output_acc"](acc[:, 3 * hc:])))
+        c = Q["cell_state"](Q["cell_state"](f * c) + Q["cell_state"](i * g))
+        h = Q["output"](o * Q["hidden_state_tanh"](np.tanh(c)))
+        ys.append(h)
+    return {node.output[0]: np.stack(ys, 1), node.output[1]: h, node.output[2]: c}
+
+
+def run_cell_onnx(path: str | Path, feeds: dict) -> dict[str, np.ndarray]:
+    """Execute an exported cell graph (any of the three forms) in float64 NumPy.
+
+    ``feeds`` maps graph input names to arrays.  Returns ``{output name: array}`` for the
+    cell node's outputs (renamed to the graph output names where they differ only by
+    trailing ``Unsqueeze`` nodes, as brevitas' LSTM export adds).
+    """
+    model = onnx.load(str(path))
+    env = _Env(model, feeds)
+    result: dict[str, np.ndarray] = {}
+    for node in model.graph.node:
+        if node.op_type == "QuantLSTMCell":
+            result.update(_lstm_qonnx(env, node, None))
+        elif node.op_type == "QuantGRUCell":
+            result.update(_gru(env, node))
+        elif node.op_type == "QuantConvLSTMCell":
+            result.update(_convlstm(env, node))
+        elif node.op_type == "Unsqueeze" and node.input[0] in result:
+            axes = env.get(node.input[1]).astype(int).tolist()
+            result[node.output[0]] = np.expand_dims(result[node.input[0]], axes)
+    outs = {o.name: result[o.name] for o in model.graph.output if o.name in result}
+    if not outs:
+        raise ValueError(f"{Path(path).name}: no QuantLSTMCell/QuantGRUCell/QuantConvLSTMCell node")
+    return outs
