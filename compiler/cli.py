@@ -33,6 +33,8 @@ def _handle_errors(fn):
                 raise
             console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
+        except click.exceptions.ClickException:
+            raise  # usage errors: click prints them and exits 2
         except KeyboardInterrupt:
             console.print("[bold red]interrupted[/]")
             sys.exit(130)
@@ -218,16 +220,52 @@ def models():
     out.print(table)
 
 
+CNN3D_MODELS = ("cosmoflow", "cosmoflow-mlperf", "unet3d")
+
+
 @main.command()
 @click.argument("name")
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), help="Folder for model.onnx, checkpoint, metrics.")
-@click.option("--epochs", type=int, help="Epochs (default: the zoo's).")
+@click.option("--epochs", type=int, help="Epochs (default: the model's).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--cell", type=click.Choice(["lstm", "gru", "convlstm"]), help="rnn: the recurrent cell.")
+@click.option("--weights", type=click.Choice(["fp", "binary", "ternary", "quaternary"]), help="rnn: weight quantization.")
+@click.option("--task", type=click.Choice(["sentiment", "moving-digits"]), help="rnn: the task (default from the cell).")
+@click.option("--size", type=int, help="3D CNNs: input edge (volume / patch size).")
+@click.option("--width", type=float, help="3D CNNs: channel width multiplier.")
 @_handle_errors
-def train(name, out_dir, epochs, seed):
-    """Quantization-aware training of zoo model NAME (see `tessera models`), exported to QONNX."""
-    res = _train(name, out_dir or Path("runs") / name, epochs, seed)
-    out.print(f"trained {name}: test accuracy {res.final_test_accuracy:.4f} in {res.train_seconds:.1f} s -> {res.onnx_path}")
+def train(name, out_dir, epochs, seed, cell, weights, task, size, width):
+    """Quantization-aware training, exported to QONNX.
+
+    NAME is a zoo model (see `tessera models`), `rnn` (with --cell and --weights), or one of
+    the 3D CNNs cosmoflow, cosmoflow-mlperf, unet3d (with --size/--width).
+    """
+    from ..models.data.cache import DataUnavailable
+    from .errors import DataError
+
+    rnn_opts, cnn_opts = (cell, weights, task), (size, width)
+    if name != "rnn" and any(v is not None for v in rnn_opts):
+        raise click.UsageError("--cell/--weights/--task apply to `tessera train rnn` only")
+    if name not in CNN3D_MODELS and any(v is not None for v in cnn_opts):
+        raise click.UsageError(f"--size/--width apply to the 3D CNNs ({', '.join(CNN3D_MODELS)}) only")
+    try:
+        if name == "rnn":
+            from ..models.rnn.train import train_rnn_cli
+
+            if cell is None or weights is None:
+                raise click.UsageError("`tessera train rnn` needs --cell and --weights")
+            train_rnn_cli(cell, weights, task=task, epochs=epochs, seed=seed, output=out_dir, progress=console.is_terminal)
+        elif name in CNN3D_MODELS:
+            from ..models.train3d import train_cnn3d
+
+            res = train_cnn3d(name, out_dir or Path("runs") / name, epochs=epochs, seed=seed, size=size, width=width,
+                              progress=console.is_terminal)
+            out.print(f"trained {name} -> {res.onnx_path}")
+        else:
+            res = _train(name, out_dir or Path("runs") / name, epochs, seed)
+            out.print(f"trained {name}: test accuracy {res.final_test_accuracy:.4f} in {res.train_seconds:.1f} s -> {res.onnx_path}")
+    except DataUnavailable as exc:
+        raise DataError(str(exc)) from None
 
 
 @main.command()

@@ -143,10 +143,21 @@ def check_precisions(model, lowering: HlsLowering) -> None:
 
 
 def _same_precision(got: str, wanted: str) -> bool:
+    """Same signedness and bit layout; rounding/saturation must match where we set them.
+
+    Types we leave at TRN/WRAP hold values that are exact by construction (accumulators,
+    ReLU, pooling, reshapes): no conversion into them ever rounds or overflows, so hls4ml may
+    change their modes (it does, e.g. when it folds a stream Reshape into the previous type).
+    Requantization types carry the Quant's rounding and saturation; those must survive.
+    """
+
     def norm(s: str) -> tuple:
         base, args = s.split("<")
-        args = args.rstrip(">").split(",")
-        args = args + ["TRN", "WRAP"][len(args) - 2 :] if len(args) < 4 else args[:4]
+        args = [a.strip() for a in args.rstrip(">").split(",")]
+        args = (args + ["TRN", "WRAP"])[:4] if len(args) < 4 else args[:4]
         return (base, *args)
 
-    return norm(got) == norm(wanted)
+    g, w = norm(got), norm(wanted)
+    if g[:3] != w[:3]:
+        return False
+    return w[3:] == ("TRN", "WRAP") or g[3:] == w[3:]

@@ -168,3 +168,16 @@ def test_conv3d_plane_buffer_stream_csim(make_graph, make_type, rng, tmp_path, k
                    ("conv", conv.Attrs(w, FixedType(8, 7, True), rng.integers(-99, 99, size=3), FixedType(8, 14, True),
                                        stride, pads)))
     csim_exact(g, tmp_path, "io_stream", n=60)
+
+
+def test_requant_then_flatten_stream_csim(make_graph, make_type, rng, tmp_path):
+    """hls4ml folds a stream Reshape into the previous (requant) type; values must not change."""
+    from tessera.compiler.ops import flatten
+
+    w = rng.integers(-8, 7, size=(3, 2, 2, 2, 2), endpoint=True)
+    g = make_graph(make_type(6, 4, True, (2, 3, 3, 3)),
+                   ("conv", conv.Attrs(w, FixedType(4, 3, True), None, None, (1, 1, 1), (0,) * 6)),
+                   ("requant", quant.Attrs(FixedType(5, 3, True), False, "ROUND")),
+                   ("flatten", flatten.Attrs()),
+                   ("dense", dense.Attrs(rng.integers(-9, 9, size=(24, 4)), FixedType(5, 2, True), None, None)))
+    csim_exact(g, tmp_path, "io_stream", n=60)
