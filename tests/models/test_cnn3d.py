@@ -16,7 +16,6 @@ from tessera.models.cnn3d import (
     cosmoflow,
     cosmoflow_mlperf,
     count_macs,
-    count_params,
     fold_batchnorm,
     unet3d,
 )
@@ -39,9 +38,10 @@ def _one_thread():
     torch.set_num_threads(prev)
 
 
-def _small(name, size, cin, nout, seed=0):
+def _small(name, size, cin, nout, seed=0, **options):
     torch.manual_seed(seed)
-    return build_cnn3d(name, width=1 / 16, input_size=size, in_channels=cin, n_out=nout)
+    return build_cnn3d(name, width=1 / 16, input_size=size, in_channels=cin, n_out=nout,
+                       **options)
 
 
 def _warm_bn(model, x, steps=3):
@@ -180,29 +180,31 @@ def test_fold_batchnorm_quantized_general_case_is_close():
 _EXPORTS: dict = {}
 
 
-def _export(tmp_path, name, size, cin, nout):
-    """Build, (fold,) export and load one small model; cached per test session."""
-    if name in _EXPORTS:
-        return _EXPORTS[name]
-    m = _small(name, size, cin, nout)
+def _export(tmp_path, name, size, cin, nout, **options):
+    """Build, fold BN, export and load one small model; cached per test session."""
+    key = (name, tuple(sorted(options.items())))
+    if key in _EXPORTS:
+        return _EXPORTS[key]
+    m = _small(name, size, cin, nout, **options)
     x = torch.rand(2, cin, size, size, size, generator=torch.Generator().manual_seed(0))
     _warm_bn(m, x)
-    if name == "unet3d":
-        m = fold_batchnorm(m)
+    m = fold_batchnorm(m)
     path = export_cnn3d(m, x[:1], tmp_path / f"{name}.onnx")
     import onnx
 
-    _EXPORTS[name] = onnx.load(str(path)), m, x
-    return _EXPORTS[name]
+    _EXPORTS[key] = onnx.load(str(path)), m, x
+    return _EXPORTS[key]
 
 
-@pytest.mark.parametrize("name,size,cin,nout", SMALL)
-def test_export_contains_only_allowed_ops_with_pow2_scales(tmp_path, name, size, cin, nout):
+@pytest.mark.parametrize("name,size,cin,nout,bn", [s + (False,) for s in SMALL] +
+                         [("cosmoflow-mlperf", 16, 4, 4, True)])
+def test_export_contains_only_allowed_ops_with_pow2_scales(tmp_path, name, size, cin, nout, bn):
     from onnx import numpy_helper
 
+    options = {} if name == "unet3d" else {"batchnorm": bn}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model, _, _ = _export(tmp_path, name, size, cin, nout)
+        model, _, _ = _export(tmp_path, name, size, cin, nout, **options)
     g = model.graph
     ops = [n.op_type for n in g.node]
     assert set(ops) <= ALLOWED_OPS, set(ops) - ALLOWED_OPS
@@ -265,3 +267,32 @@ def test_export_matches_torch_model(tmp_path):
     with torch.no_grad():
         ref = m.eval()(x[:1]).numpy()
     np.testing.assert_allclose(out, ref, atol=1e-6)
+
+
+def test_train_cnn3d_end_to_end_tiny(tmp_path, monkeypatch):
+    """A CI-sized run: generated data (CAMB), training, BN folding, export, artefacts."""
+    pytest.importorskip("camb")
+    import json
+
+    from tessera.models.train3d import train_cnn3d
+
+    monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "cache"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = train_cnn3d("cosmoflow-mlperf", tmp_path / "run", epochs=2, size=8, width=1 / 16,
+                        n_samples=8, batch_size=4, progress=False, n_test_inputs=2,
+                        data_options={"samples_per_cosmology": 4})  # 2 CAMB runs
+    for p in (r.onnx_path, r.checkpoint_path, r.metrics_path, r.plot_path,
+              r.test_inputs_path, r.test_targets_path):
+        assert p.is_file(), p
+    m = json.loads(r.metrics_path.read_text())
+    assert m["epochs"] == 2 and len(m["train_loss"]) == 2 and m["n_train"] + m["n_val"] == 8
+    assert m["model_options"] == {"batchnorm": True, "dropout": 0.0}
+    assert m["metric"] == r.metric == m["final_exported"]["val_mse"]
+    assert np.isfinite(r.metric) and r.baseline > 0
+    x = np.load(r.test_inputs_path)
+    assert x.shape == (2, 4, 8, 8, 8) and x.dtype == np.float32
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(r.onnx_path)).graph.node}
+    assert ops <= ALLOWED_OPS and "BatchNormalization" not in ops
