@@ -167,6 +167,20 @@ def _deterministic(seed: int) -> Iterator[None]:
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = prev_cudnn
 
 
+def optimizer_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer,
+                   scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, what: str = "training") -> float:
+    """Backward, step (and scheduler step); returns the loss value, refusing NaN/Inf."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError(f"{what} diverged: loss={value}")
+    return value
+
+
 def train_epoch(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -188,15 +202,7 @@ def train_epoch(
     for start in range(0, len(x), batch_size):
         idx = perm[start:start + batch_size]
         logits = model(x[idx])
-        loss = nn.functional.cross_entropy(logits, y[idx])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise FloatingPointError(f"training diverged: loss={value}")
+        value = optimizer_step(nn.functional.cross_entropy(logits, y[idx]), optimizer, scheduler)
         losses.append(value)
         if on_batch is not None:
             on_batch(value)

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from .cnn3d import build_cnn3d, count_macs, count_params, fold_batchnorm
-from .train import _atomic_path, _deterministic, _save_json, _save_npy, _versions, export_model
+from .train import _atomic_path, _deterministic, _save_json, _save_npy, _versions, export_model, optimizer_step
 
 __all__ = ["DEFAULTS", "Train3DResult", "dice_per_class", "export_cnn3d", "train_cnn3d", "main"]
 
@@ -297,14 +297,7 @@ def train_cnn3d(
                     for s in range(0, len(perm), batch_size):
                         idx = perm[s:s + batch_size]
                         out = net(xe_t[idx].to(dev))
-                        loss = loss_fn(out, ye_t[idx].to(dev))
-                        opt.zero_grad(set_to_none=True)
-                        loss.backward()
-                        opt.step()
-                        sched.step()
-                        value = float(loss.detach())
-                        if not math.isfinite(value):
-                            raise FloatingPointError(f"training diverged: loss={value}")
+                        value = optimizer_step(loss_fn(out, ye_t[idx].to(dev)), opt, sched)
                         losses.append(value)
                         if bar:
                             bar.update(task, advance=1, status=f"loss {value:.4f}")

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..train import _atomic_path, _deterministic, _progress, _save_json, _versions
+from ..train import _atomic_path, _deterministic, _progress, _save_json, _versions, optimizer_step
 from .quant import WEIGHT_KINDS
 
 __all__ = ["DEFAULTS", "RNNTrainResult", "TASKS", "load_checkpoint", "train_rnn", "train_rnn_cli"]
@@ -393,14 +393,7 @@ def train_rnn(
                     model.train()
                     batch_losses = []
                     for inputs, y in job.train_batches(rng):
-                        loss = job.loss(model, inputs, y)
-                        optimizer.zero_grad(set_to_none=True)
-                        loss.backward()
-                        optimizer.step()
-                        scheduler.step()
-                        value = float(loss.detach())
-                        if not math.isfinite(value):
-                            raise FloatingPointError(f"{name}: training diverged (loss {value})")
+                        value = optimizer_step(job.loss(model, inputs, y), optimizer, scheduler, what=name)
                         batch_losses.append(value)
                         if bar is not None:
                             bar.update(task_id, advance=1, status=f"loss {value:.4f}")

@@ -30,13 +30,6 @@ ALLOWED_OPS = {"Quant", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "Relu
 SMALL = [("cosmoflow", 32, 4, 4), ("cosmoflow-mlperf", 16, 4, 4), ("unet3d", 8, 1, 3)]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
-
 
 def _small(name, size, cin, nout, seed=0, **options):
     torch.manual_seed(seed)

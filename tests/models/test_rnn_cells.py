@@ -22,16 +22,6 @@ from tessera.models.rnn.networks import ConvLSTMForecaster, SentimentRNN, depth_
 KINDS = ("fp", "binary", "ternary", "quaternary")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one thread is fastest, and oversubscribed OpenMP spinning on a busy
-    2-core machine made these tests 20x slower."""
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
-
-
 def _fit(model, loss_fn, steps, lr=1e-2):
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []

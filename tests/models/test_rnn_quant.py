@@ -14,14 +14,6 @@ KINDS = ("binary", "ternary", "quaternary")
 MULT = {"binary": 1.0, "ternary": 1.5, "quaternary": 1.5}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: oversubscribed OpenMP spinning on a busy 2-core machine is slow."""
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
-
 
 def _layer(kind, w, scaling=True):
     layer = QuantLinear(w.shape[1], w.shape[0], bias=False,

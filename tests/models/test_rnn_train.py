@@ -11,14 +11,6 @@ from tessera.models.rnn.export import run_cell_onnx
 from tessera.models.rnn.train import DEFAULTS, load_checkpoint, train_rnn, train_rnn_cli
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: oversubscribed OpenMP spinning on a busy 2-core machine is slow."""
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
-
 
 @pytest.mark.parametrize("args,match", [
     (("convlstm", "fp", "sentiment"), "does not fit"),
