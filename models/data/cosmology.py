@@ -173,7 +173,7 @@ def density_volume(k: np.ndarray, pk: np.ndarray, growth: Sequence[float], size:
     k2[0, 0, 0] = 1.0
     q = np.stack(np.meshgrid(np.arange(n), np.arange(n), np.arange(n), indexing="ij"),
                  axis=-1).reshape(-1, 3).astype(np.float64)
-    psi = np.stack([np.fft.irfftn(1j * kc / k2 * delta_k, s=(n, n, n)).reshape(-1)
+    psi = np.stack([np.fft.irfftn(1j * kc / k2 * delta_k, s=(n, n, n), axes=(0, 1, 2)).reshape(-1)
                     for kc in (kx, ky, kz)], axis=-1) / cell  # voxel units
     out = np.empty((n, n, n, len(growth)), dtype=np.float32)
     for c, d in enumerate(growth):
