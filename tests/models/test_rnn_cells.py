@@ -127,8 +127,14 @@ def test_lstm_export_round_trip(tmp_path, kind):
     with torch.no_grad():
         y, (h, c) = lstm(xi)
     out = run_cell_onnx(path, {"x": xi.numpy()})
-    if kind == "fp":  # float32 weights: torch's float32 sums are not exact
-        assert np.abs(out["y"] - y.numpy()).max() <= 2 * 2.0**-7
+    if kind == "fp":
+        # float32 weights are not on a fixed-point grid, and torch's float32 sums can round;
+        # the export (executed in float64) must equal the same cell run in float64.
+        import copy
+
+        with torch.no_grad():
+            y64 = copy.deepcopy(lstm).double().eval()(xi.double())[0].numpy()
+        assert np.array_equal(out["y"], y64), "fp export == float64 forward"
         return
     assert np.array_equal(out["y"], y.numpy().astype(np.float64)), "bit exact"
     assert np.array_equal(out["c"].reshape(-1), c.numpy().reshape(-1).astype(np.float64))
