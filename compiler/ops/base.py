@@ -70,6 +70,18 @@ def interval_dot(w: np.ndarray, lo: int, hi: int, axis: int) -> tuple[np.ndarray
 # -- shared by the linear ops (dense, conv, convtranspose) --------------------------------
 
 
+def check_linear_attrs(attrs, x: TensorType, c_in: int, c_out: int, node: str, what: str) -> None:
+    """Shapes of a conv-like op: input (c_in, *spatial), bias (c_out,), strides and pads per dim."""
+    from ..errors import UnsupportedModelError
+
+    if len(x.shape) != attrs.ndim + 1 or x.shape[0] != c_in:
+        raise UnsupportedModelError(f"node '{node}': {what} input shape {x.shape} does not match weights {attrs.weight.shape}")
+    if attrs.bias is not None and attrs.bias.shape != (c_out,):
+        raise UnsupportedModelError(f"node '{node}': bias of shape {attrs.bias.shape} does not match the weights")
+    if len(attrs.strides) != attrs.ndim or len(attrs.pads) != 2 * attrs.ndim or min(attrs.strides) < 1 or min(attrs.pads) < 0:
+        raise UnsupportedModelError(f"node '{node}': invalid strides {attrs.strides} or pads {attrs.pads}")
+
+
 def linear_acc_frac(x: TensorType, wtype, btype) -> int:
     """Accumulator fractional bits: products have fx + fw, the bias fb; take the finer."""
     f = x.ftype.frac + wtype.frac

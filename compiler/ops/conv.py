@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, bias_aligned, check_width, finish_acc_onnx, fits_int8, interval_dot, linear_acc_frac, linear_acc_range
+from .base import OpDef, bias_aligned, check_linear_attrs, check_width, finish_acc_onnx, fits_int8, interval_dot, linear_acc_frac, linear_acc_range
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,12 +54,7 @@ class Conv(OpDef):
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
-        if len(x.shape) != attrs.ndim + 1 or x.shape[0] != attrs.weight.shape[1]:
-            raise UnsupportedModelError(f"node '{node}': Conv input shape {x.shape} does not match weights {attrs.weight.shape}")
-        if attrs.bias is not None and attrs.bias.shape != (attrs.weight.shape[0],):
-            raise UnsupportedModelError(f"node '{node}': bias of shape {attrs.bias.shape} does not match the weights")
-        if len(attrs.strides) != attrs.ndim or len(attrs.pads) != 2 * attrs.ndim or min(attrs.strides) < 1 or min(attrs.pads) < 0:
-            raise UnsupportedModelError(f"node '{node}': invalid strides {attrs.strides} or pads {attrs.pads}")
+        check_linear_attrs(attrs, x, attrs.weight.shape[1], attrs.weight.shape[0], node, "Conv")
         facc = linear_acc_frac(x, attrs.wtype, attrs.btype)
         shift = facc - x.ftype.frac - attrs.wtype.frac
         lo, hi = linear_acc_range([attrs.weight.reshape(attrs.weight.shape[0], -1)], x, shift, _bias_aligned(attrs, facc))
