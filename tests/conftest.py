@@ -156,3 +156,63 @@ def _brevitas_kit():
 @pytest.fixture(scope="session")
 def brevitas_kit():
     return _brevitas_kit()
+
+
+# -- recurrent cells ---------------------------------------------------------------------
+
+WEIGHT_CODEBOOKS = {"binary": [-1, 1], "ternary": [-1, 0, 1], "quaternary": [-2, -1, 1, 2], "int8": None}
+
+
+def _q(bits: int, frac: int, signed: bool = True, narrow: bool = False):
+    return quant.Attrs(FixedType(bits, frac, signed), narrow, "ROUND")
+
+
+def _w(rng, shape, kind: str, frac: int):
+    from tessera.compiler.ops.cellprog import Weights
+
+    book = WEIGHT_CODEBOOKS[kind]
+    codes = rng.choice(book, size=shape) if book else rng.integers(-127, 128, size=shape)
+    return Weights(np.asarray(codes, dtype=np.int64), frac)
+
+
+def random_lstm(rng, n_in: int, hidden: int, kind: str = "ternary", cell_bits: int = 8, cifg: bool = False,
+                reverse: bool = False, return_sequences: bool = True, acc_frac: int = 4, x_frac: int = 6,
+                out_frac: int = 8):
+    """LSTM attrs like the sentiment models' (8-bit acc/act quantizers, power-of-two scales),
+    with scales chosen so that accumulators, cell state (range +-1) and output (+-0.5)
+    saturate often."""
+    from tessera.compiler.ops import lstm
+    from tessera.compiler.ops.cellprog import Act
+
+    wf = 2 if kind != "int8" else 8
+    sig, tanh = _q(8, 8, signed=False), _q(8, 7)
+    gates = []
+    for g in lstm.GATES:
+        gates.append(lstm.Gate(_w(rng, (hidden, n_in), kind, wf), _w(rng, (hidden, hidden), kind, wf),
+                               rng.integers(-(1 << 10), 1 << 10, size=hidden), x_frac + wf,
+                               _q(8, acc_frac), Act("tanh" if g == "c" else "sigmoid", tanh if g == "c" else sig)))
+    cell = _q(cell_bits, cell_bits - 1)
+    return lstm.Attrs(tuple(gates), cell, Act("tanh", tanh), _q(8, out_frac),
+                      np.zeros(hidden, dtype=np.int64), np.zeros(hidden, dtype=np.int64),
+                      cifg=cifg, reverse=reverse, return_sequences=return_sequences)
+
+
+def random_gru(rng, n_in: int, hidden: int, kind: str = "ternary", return_sequences: bool = True, acc_frac: int = 4,
+               x_frac: int = 5, h_frac: int = 8):
+    from tessera.compiler.ops import gru
+    from tessera.compiler.ops.cellprog import Act
+
+    wx_f, wh_f = (2, 3) if kind != "int8" else (8, 7)
+    sig, tanh = _q(8, 8, signed=False), _q(8, 7)
+    gates = []
+    for g in gru.GATES:
+        gates.append(gru.Gate(_w(rng, (hidden, n_in), kind, wx_f), _w(rng, (hidden, hidden), kind, wh_f),
+                              rng.integers(-(1 << 9), 1 << 9, size=hidden), x_frac + wx_f,
+                              rng.integers(-(1 << 9), 1 << 9, size=hidden), h_frac + wh_f,
+                              _q(8, acc_frac), Act("tanh" if g == "n" else "sigmoid", tanh if g == "n" else sig)))
+    return gru.Attrs(tuple(gates), _q(8, h_frac), np.zeros(hidden, dtype=np.int64), return_sequences=return_sequences)
+
+
+@pytest.fixture
+def rnn_builders():
+    return {"lstm": random_lstm, "gru": random_gru}

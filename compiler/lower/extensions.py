@@ -111,6 +111,39 @@ class TesseraLUT(Layer):
         self.add_weights_variable(name="table", var_name="t{index}", data="table")
 
 
+class _TesseraRecurrent(Layer):
+    """A recurrent cell over a whole sequence; integer-code kernel in hls_templates/rnn.
+    ``body`` holds the rendered per-cell types and constants (lowering.rnn)."""
+
+    WEIGHTS: tuple[str, ...] = ()
+
+    def initialize(self):
+        self.add_output_variable(list(self.get_attr("out_shape")))
+        for name in self.WEIGHTS:
+            self.add_weights_variable(name=name, var_name=f"{name}{{index}}", data=name)
+
+
+def _recurrent_attributes(weights: tuple[str, ...], extra: tuple[str, ...]) -> list:
+    return [*(Attribute(k) for k in ("n_steps", "n_in", "n_hidden", "n_out")),
+            *(Attribute(k, value_type=bool) for k in ("reverse", "return_sequences", *extra)),
+            Attribute("wkind", value_type=str), Attribute("body", value_type=str),
+            *(WeightAttribute(w) for w in weights), *(TypeAttribute(w) for w in weights)]
+
+
+class TesseraLSTM(_TesseraRecurrent):
+    WEIGHTS = ("wx", "wh", "b", "gate_table", "cell_table")
+    _expected_attributes = _recurrent_attributes(WEIGHTS, ("cifg",))
+
+
+class TesseraGRU(_TesseraRecurrent):
+    WEIGHTS = ("wx", "wh", "bx", "bh", "gate_table")
+    _expected_attributes = _recurrent_attributes(WEIGHTS, ())
+
+
+def _weight_types(names: tuple[str, ...]):
+    return lambda node: {f"{n}_t": node.get_weights(n).type.name for n in names}
+
+
 def _conv_types(node) -> dict:
     return {"accum_t": node.get_attr("accum_t").name, "weight_t": node.get_weights("weight").type.name,
             "bias_t": node.get_weights("bias").type.name}
@@ -163,6 +196,14 @@ EXTENSIONS: dict[str, Extension] = {
     "TesseraAdd": Extension(TesseraAdd, "merge", "nnet_tessera_merge.h", ("n_elem", "n_chan"), prefix="add_", n_inputs=2),
     "TesseraLUT": Extension(TesseraLUT, "lut", "nnet_tessera_lut.h", ("n_in", "n_table", "table_lo", "in_width", "in_signed"),
                             (("table", "table"),), config_types=lambda n: {"table_t": n.get_weights("table").type.name}),
+    "TesseraLSTM": Extension(
+        TesseraLSTM, "rnn", "nnet_tessera_rnn.h",
+        ("n_steps", "n_in", "n_hidden", "n_out", "reverse", "return_sequences", "cifg", "wkind", "body"),
+        tuple((w, w) for w in TesseraLSTM.WEIGHTS), prefix="lstm_", config_types=_weight_types(TesseraLSTM.WEIGHTS)),
+    "TesseraGRU": Extension(
+        TesseraGRU, "rnn", "nnet_tessera_rnn.h",
+        ("n_steps", "n_in", "n_hidden", "n_out", "reverse", "return_sequences", "wkind", "body"),
+        tuple((w, w) for w in TesseraGRU.WEIGHTS), prefix="gru_", config_types=_weight_types(TesseraGRU.WEIGHTS)),
 }
 
 

@@ -49,9 +49,10 @@ def channels_last_perm(shape: tuple[int, ...]) -> np.ndarray:
 def hls_shape(shape: tuple[int, ...]) -> list[int]:
     if len(shape) in (3, 4):
         return [*shape[1:], shape[0]]
-    if len(shape) == 1:
-        return [shape[0]]
-    raise UnsupportedModelError(f"tensors of shape {shape} are not supported (expected (C,H,W), (C,D,H,W) or (N,))")
+    if len(shape) in (1, 2):  # (N,) vectors and (T, F) sequences: already in hls4ml's order
+        return list(shape)
+    raise UnsupportedModelError(
+        f"tensors of shape {shape} are not supported (expected (C,H,W), (C,D,H,W), (T,F) or (N,))")
 
 
 class HlsLowering:
@@ -71,6 +72,8 @@ class HlsLowering:
         out = self.graph.values[node.output]
         if layout == "channels":
             self.perm[node.output] = channels_last_perm(out.shape)
+        elif layout == "flat":
+            self.perm[node.output] = np.arange(out.size)
         elif layout == "same":
             self.perm[node.output] = self.perm[node.inputs[0]]
         else:
@@ -85,7 +88,7 @@ class HlsLowering:
         self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": hls_shape(tin.shape)})
         self.precisions["x_in"] = {"Precision": {"result": tin.ftype.hls()}}
         self.layer_of[self.graph.input] = "x_in"
-        self.perm[self.graph.input] = channels_last_perm(tin.shape) if len(tin.shape) > 1 else np.arange(tin.size)
+        self.perm[self.graph.input] = channels_last_perm(tin.shape) if len(tin.shape) > 2 else np.arange(tin.size)
         for node in self.graph.nodes:
             ins = [self.graph.values[v] for v in node.inputs]
             OPS[node.op].lower(node.attrs, self, node, ins, self.graph.values[node.output])

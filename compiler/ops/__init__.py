@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, upsample
+from . import avgpool, conv, convtranspose, dense, flatten, gru, leakyrelu, lstm, lut, maxpool, merge, quant, relu, upsample
 from .base import OpDef
 
 OPS: dict[str, OpDef] = {
@@ -19,6 +19,8 @@ OPS: dict[str, OpDef] = {
     upsample.OP.name: upsample.OP,
     merge.CONCAT.name: merge.CONCAT,
     merge.ADD.name: merge.ADD,
+    lstm.OP.name: lstm.OP,
+    gru.OP.name: gru.OP,
 }
 
 __all__ = ["OPS", "OpDef"]

@@ -17,7 +17,7 @@ from ..ir.graph import Graph
 from ..ops import OPS
 
 OPSET = 17
-_DTYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "int8": TensorProto.INT8,
+_DTYPES = {"int64": TensorProto.INT64, "bool": TensorProto.BOOL, "int32": TensorProto.INT32, "int8": TensorProto.INT8,
            "uint8": TensorProto.UINT8, "double": TensorProto.DOUBLE, "float": TensorProto.FLOAT}
 
 
@@ -98,6 +98,37 @@ class OnnxBuilder:
         else:
             raise ValueError(mode)
         return self.op("Add", [q, self.op("Where", [up, one, zero])])
+
+
+    def int_shift_round(self, x: str, shift: int, mode: str) -> str:
+        """Exact R(x / 2**shift) on int64 codes of any width (shift > 0), integer ops only:
+        ``Mod`` with the divisor's sign gives 0 <= r < 2**shift, ``(x - r) / 2**shift`` is the
+        exact floor, then the rounding decision on the remainder."""
+        d = self.const(np.array(1 << shift, dtype=np.int64))
+        r = self.op("Mod", [x, d], fmod=0)
+        q = self.op("Div", [self.op("Sub", [x, r]), d])
+        half, zero = self.const(np.array(1 << (shift - 1), dtype=np.int64)), self.const(np.array(0, dtype=np.int64))
+        gt, eq, pos_r = self.op("Greater", [r, half]), self.op("Equal", [r, half]), self.op("Greater", [r, zero])
+        neg = self.op("Less", [x, zero])
+        if mode in ("ROUND", "HALF_EVEN"):
+            odd = self.op("Equal", [self.op("Mod", [q, self.const(np.array(2, dtype=np.int64))], fmod=0),
+                                    self.const(np.array(1, dtype=np.int64))])
+            up = self.op("Or", [gt, self.op("And", [eq, odd])])
+        elif mode == "FLOOR":
+            return q
+        elif mode == "CEIL":
+            up = pos_r
+        elif mode == "DOWN":
+            up = self.op("And", [neg, pos_r])
+        elif mode == "UP":
+            up = self.op("And", [self.op("Not", [neg]), pos_r])
+        elif mode == "HALF_UP":
+            up = self.op("Or", [gt, self.op("And", [eq, self.op("Not", [neg])])])
+        elif mode == "HALF_DOWN":
+            up = self.op("Or", [gt, self.op("And", [eq, neg])])
+        else:
+            raise ValueError(mode)
+        return self.op("Add", [q, self.op("Cast", [up], to="int64")])
 
 
 def emit_reference(graph: Graph) -> onnx.ModelProto:

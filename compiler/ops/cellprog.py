@@ -1,0 +1,353 @@
+"""Integer arithmetic of the recurrent cells, written once and run by three back ends.
+
+A recurrent cell step (``lstm``, ``gru``, ``convlstm``) is a short program over fixed-point
+values: integer matrix products or convolutions of codes, exact additions after aligning
+radix points, exact products, requantizations (QONNX ``Quant``: rounding + saturation) and
+table lookups.  The step is written once per cell against the small interface below; the
+same code then runs on
+
+* :class:`NumpyArith` -- int64 codes (the integer semantics, ``OpDef.reference``);
+* :class:`OnnxArith` -- it emits the onnxruntime reference (int64 ``MatMul``,
+  ``ConvInteger`` per 7-bit weight limb, integer ``Mod``/``Div`` rounding, ``Gather``);
+* :class:`IntervalArith` -- exact code intervals of every named intermediate, from which
+  the HLS kernel's types are derived (no overflow for any input the declared types allow).
+
+Values are :class:`Fx` pairs ``(payload, frac)``: real value ``code * 2**-frac``.  The frac
+bookkeeping (alignment before an addition, the frac of a product, the shift of a
+requantization) lives only in the helpers of this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import FixedType, TensorType
+from .base import OpDef, int8_limbs, interval_dot
+from .quant import Attrs as QuantAttrs
+from .quant import quantize_float, requantize
+
+#: Widest intermediate of a cell: every back end computes in int64.
+MAX_CELL_WIDTH = 62
+
+FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+    "tanh": np.tanh,
+}
+
+
+@dataclass(frozen=True)
+class Fx:
+    """A fixed-point value inside a cell step: back-end payload and fractional bits."""
+
+    v: Any
+    frac: int
+
+
+@dataclass(frozen=True, eq=False)
+class Weights:
+    """Integer weight codes ``(out, in)`` (dense) or ``(out, in, k, k)`` (conv) at ``frac``,
+    and the codebook they lie on (``int``, ``binary``, ``ternary``, ``quaternary``)."""
+
+    codes: np.ndarray
+    frac: int
+
+    @property
+    def kind(self) -> str:
+        vals = set(np.unique(self.codes).tolist())
+        if vals <= {-1, 1}:
+            return "binary"
+        if vals <= {-1, 0, 1}:
+            return "ternary"
+        if vals <= {-2, -1, 1, 2}:
+            return "quaternary"
+        return "int"
+
+    @property
+    def ftype(self) -> FixedType:
+        return FixedType.for_range(min(int(self.codes.min()), 0), max(int(self.codes.max()), 0), self.frac)
+
+
+@dataclass(frozen=True)
+class Act:
+    """A nonlinearity on a quantized domain followed by its output quantizer: one table."""
+
+    function: str  # sigmoid | tanh
+    out: QuantAttrs
+
+    def table(self, q: QuantAttrs) -> np.ndarray:
+        """``out(f(k * 2**-frac))`` for every code ``k`` of the input quantizer ``q``."""
+        codes = np.arange(q.qmin, q.qmax + 1, dtype=np.int64)
+        return quantize_float(self.out, FUNCTIONS[self.function](np.ldexp(codes.astype(np.float64), -q.out.frac)))
+
+
+# ---------------------------------------------------------------------------------------
+# back ends
+# ---------------------------------------------------------------------------------------
+
+
+class NumpyArith:
+    """int64 codes, arrays with a leading batch dimension."""
+
+    def record(self, name: str, x: Fx) -> None:
+        pass
+
+    def const(self, codes: np.ndarray) -> Any:
+        return np.asarray(codes, dtype=np.int64)
+
+    def matmul(self, x, w: np.ndarray):
+        return np.matmul(x, w.T.astype(np.int64))
+
+    def conv(self, x, w: np.ndarray):
+        k = w.shape[-1]
+        p = k // 2
+        xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+        h, wd = x.shape[2], x.shape[3]
+        win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, :h, :wd]
+        return np.einsum("nchwij,ocij->nohw", win, w.astype(np.int64), optimize=True)
+
+    def add(self, a, b):
+        return a + b
+
+    def mul(self, a, b):
+        return a * b
+
+    def shl(self, a, k: int):
+        return a << np.int64(k)
+
+    def requant(self, a, in_frac: int, q: QuantAttrs):
+        return requantize(q, a, in_frac)
+
+    def lut(self, a, table: np.ndarray, lo: int):
+        return table[a - lo]
+
+
+class IntervalArith:
+    """Payloads are inclusive integer intervals ``(lo, hi)`` over all reachable codes;
+    :meth:`record` keeps the fixed-point type of each named intermediate."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, FixedType] = {}
+        self.ranges: dict[str, tuple[int, int]] = {}
+
+    def record(self, name: str, x: Fx) -> None:
+        lo, hi = x.v
+        t = FixedType.for_range(min(lo, 0), max(hi, 0), x.frac)
+        if t.width > MAX_CELL_WIDTH:
+            raise UnsupportedModelError(f"{name} needs {t.width} bits, more than the {MAX_CELL_WIDTH} the exact flow supports")
+        self.types[name], self.ranges[name] = t, (lo, hi)
+
+    def const(self, codes: np.ndarray):
+        return int(np.min(codes)), int(np.max(codes))
+
+    def matmul(self, x, w: np.ndarray):
+        lo, hi = min(x[0], 0), max(x[1], 0)  # zero: also covers padding and empty sums
+        mn, mx = interval_dot(w.reshape(w.shape[0], -1), lo, hi, axis=1)
+        return int(min(mn)), int(max(mx))
+
+    conv = matmul
+
+    def add(self, a, b):
+        return a[0] + b[0], a[1] + b[1]
+
+    def mul(self, a, b):
+        p = [a[i] * b[j] for i in (0, 1) for j in (0, 1)]
+        return min(p), max(p)
+
+    def shl(self, a, k: int):
+        return a[0] << k, a[1] << k
+
+    def requant(self, a, in_frac: int, q: QuantAttrs):
+        lo, hi = requantize(q, np.array(a, dtype=np.int64), in_frac)
+        return int(lo), int(hi)
+
+    def lut(self, a, table: np.ndarray, lo: int):
+        seg = table[a[0] - lo: a[1] - lo + 1]
+        return int(seg.min()), int(seg.max())
+
+
+class OnnxArith:
+    """Emits int64 ONNX nodes through the reference's ``OnnxBuilder``."""
+
+    def __init__(self, b) -> None:
+        self.b = b
+
+    def record(self, name: str, x: Fx) -> None:
+        pass
+
+    def const(self, codes: np.ndarray) -> str:
+        return self.b.const(np.asarray(codes, dtype=np.int64))
+
+    def matmul(self, x: str, w: np.ndarray) -> str:
+        return self.b.op("MatMul", [x, self.b.const(np.ascontiguousarray(w.T).astype(np.int64))])
+
+    def conv(self, x: str, w: np.ndarray) -> str:
+        """'same' 2D convolution of int8 codes, one ConvInteger per 7-bit weight limb."""
+        b, p = self.b, w.shape[-1] // 2
+        xq = b.op("Cast", [x], to="int8")
+        acc = None
+        for limb, shift in int8_limbs(w):
+            part = b.op("Cast", [b.op("ConvInteger", [xq, b.const(limb)], pads=[p, p, p, p])], to="int64")
+            if shift:
+                part = b.op("Mul", [part, b.const(np.array(1 << shift, dtype=np.int64))])
+            acc = part if acc is None else b.op("Add", [acc, part])
+        return acc
+
+    def add(self, a: str, b_: str) -> str:
+        return self.b.op("Add", [a, b_])
+
+    def mul(self, a: str, b_: str) -> str:
+        return self.b.op("Mul", [a, b_])
+
+    def shl(self, a: str, k: int) -> str:
+        return self.b.op("Mul", [a, self.b.const(np.array(1 << k, dtype=np.int64))])
+
+    def requant(self, a: str, in_frac: int, q: QuantAttrs) -> str:
+        b = self.b
+        shift = in_frac - q.out.frac
+        if shift > 0:
+            a = b.int_shift_round(a, shift, q.rounding)
+        elif shift < 0:
+            a = self.shl(a, -shift)
+        a = b.op("Max", [a, b.const(np.array(q.qmin, dtype=np.int64))])
+        return b.op("Min", [a, b.const(np.array(q.qmax, dtype=np.int64))])
+
+    def lut(self, a: str, table: np.ndarray, lo: int) -> str:
+        idx = self.b.op("Sub", [a, self.b.const(np.array(lo, dtype=np.int64))])
+        return self.b.op("Gather", [self.b.const(table.astype(np.int64)), idx], axis=0)
+
+
+# ---------------------------------------------------------------------------------------
+# the fixed-point helpers the cells are written with
+# ---------------------------------------------------------------------------------------
+
+
+def named(A, name: str, x: Fx) -> Fx:
+    A.record(name, x)
+    return x
+
+
+def add(A, a: Fx, b: Fx) -> Fx:
+    """Exact sum: the coarser operand is shifted onto the finer grid."""
+    f = max(a.frac, b.frac)
+    av = A.shl(a.v, f - a.frac) if a.frac < f else a.v
+    bv = A.shl(b.v, f - b.frac) if b.frac < f else b.v
+    return Fx(A.add(av, bv), f)
+
+
+def mul(A, a: Fx, b: Fx) -> Fx:
+    """Exact product."""
+    return Fx(A.mul(a.v, b.v), a.frac + b.frac)
+
+
+def requant(A, a: Fx, q: QuantAttrs) -> Fx:
+    return Fx(A.requant(a.v, a.frac, q), q.out.frac)
+
+
+def activate(A, a: Fx, q: QuantAttrs, act: Act) -> Fx:
+    """``act(a)`` where ``a`` holds codes of quantizer ``q``: a table lookup."""
+    if a.frac != q.out.frac:
+        raise ValueError("activation input must be the output of its quantizer")
+    return Fx(A.lut(a.v, act.table(q), q.qmin), act.out.out.frac)
+
+
+def const_minus(A, k: int, a: Fx) -> Fx:
+    """``k * 2**-a.frac - a`` exactly (e.g. ``1 - z`` with ``k = 2**a.frac``)."""
+    return Fx(A.add(A.const(np.array(k, dtype=np.int64)), A.mul(a.v, A.const(np.array(-1, dtype=np.int64)))), a.frac)
+
+
+def linear(A, x: Fx, w: Weights, bias: Fx | None = None, conv: bool = False) -> Fx:
+    """``W x (+ b)`` exactly: integer products of codes at ``frac_x + frac_w``."""
+    acc = Fx((A.conv if conv else A.matmul)(x.v, w.codes), x.frac + w.frac)
+    return add(A, acc, bias) if bias is not None else acc
+
+
+def bias_fx(A, codes: np.ndarray | None, frac: int, conv: bool = False) -> Fx | None:
+    if codes is None:
+        return None
+    c = np.asarray(codes, dtype=np.int64)
+    return Fx(A.const(c.reshape(-1, 1, 1) if conv else c), frac)
+
+
+
+# ---------------------------------------------------------------------------------------
+# a recurrent op: the step, run over the sequence by every back end
+# ---------------------------------------------------------------------------------------
+
+
+class RecurrentOp(OpDef):
+    """Shared driver of the recurrent ops.  A subclass defines
+
+    * ``state_quants(attrs)``: the quantizer of each state (``h`` first);
+    * ``initial(attrs)``: the initial state codes (each of the state's shape);
+    * ``step(A, attrs, x, state) -> state``: one step on any back end;
+    * ``check(attrs, x, node)``;
+
+    and gets type inference (interval analysis of one step from full-range states, valid
+    for every step), the integer reference and the onnxruntime form (unrolled over time,
+    inputs ``(N, T, ...)``; outputs every ``h`` in processing order ``(N, T, ...)`` or the
+    last one).  ``attrs`` must have ``reverse`` and ``return_sequences``.
+    """
+
+    input_layout = "sequence"
+
+    def state_quants(self, attrs) -> list[QuantAttrs]:
+        raise NotImplementedError
+
+    def initial(self, attrs) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def step(self, A, attrs, x: Fx, state: list[Fx]) -> list[Fx]:
+        raise NotImplementedError
+
+    def check(self, attrs, x: TensorType, node: str) -> None:
+        raise NotImplementedError
+
+    def analyze(self, attrs, x: TensorType) -> IntervalArith:
+        A = IntervalArith()
+        state = [Fx((q.qmin, q.qmax), q.out.frac) for q in self.state_quants(attrs)]
+        self.step(A, attrs, Fx((x.lo, x.hi), x.ftype.frac), state)
+        return A
+
+    def infer(self, attrs, ins, node):
+        (x,) = ins
+        self.check(attrs, x, node)
+        try:
+            A = self.analyze(attrs, x)
+        except UnsupportedModelError as exc:
+            raise UnsupportedModelError(f"node '{node}': {exc}") from None
+        h0 = self.initial(attrs)[0]
+        shape = (x.shape[0], *h0.shape) if attrs.return_sequences else h0.shape
+        lo, hi = A.ranges["h_new"]
+        return TensorType(tuple(shape), self.state_quants(attrs)[0].out, lo, hi)
+
+    def _run(self, A, attrs, xs_t: list, broadcast) -> list:
+        state = [Fx(broadcast(v), q.out.frac) for v, q in zip(self.initial(attrs), self.state_quants(attrs))]
+        hs = []
+        for t in (reversed(range(len(xs_t))) if attrs.reverse else range(len(xs_t))):
+            state = self.step(A, attrs, xs_t[t], state)
+            hs.append(state[0])
+        return hs
+
+    def reference(self, attrs, xs, ins, out):
+        x = xs[0].astype(np.int64)
+        n = len(x)
+        steps = [Fx(x[:, t], ins[0].ftype.frac) for t in range(x.shape[1])]
+        hs = self._run(NumpyArith(), attrs, steps, lambda v: np.broadcast_to(v.astype(np.int64), (n, *v.shape)).copy())
+        return np.stack([h.v for h in hs], axis=1) if attrs.return_sequences else hs[-1].v
+
+    def emit_onnx(self, attrs, b, xs, ins, out):
+        A = OnnxArith(b)
+        steps = [Fx(b.op("Gather", [xs[0], b.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
+                 for t in range(ins[0].shape[0])]
+        # zeros of shape (N, 1, ...): the batch size for broadcasting the initial states
+        nd = len(ins[0].shape) - 1
+        zeros = b.op("ReduceSum", [b.op("Mul", [steps[0].v, b.const(np.array(0, dtype=np.int64))]),
+                                   b.const(np.arange(1, nd + 1, dtype=np.int64))], keepdims=1)
+        hs = self._run(A, attrs, steps, lambda v: b.op("Add", [zeros, b.const(v.astype(np.int64)[None])]))
+        if not attrs.return_sequences:
+            return hs[-1].v
+        return b.op("Concat", [b.op("Unsqueeze", [h.v, b.const(np.array([1], dtype=np.int64))]) for h in hs], axis=1)

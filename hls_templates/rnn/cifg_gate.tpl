@@ -1,0 +1,3 @@
+    struct gate_${name} { // coupled input-forget gate: 1 - i, no table
+        typedef ${act_t} act_t;
+    };

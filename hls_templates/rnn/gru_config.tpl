@@ -1,0 +1,16 @@
+struct config${index} : nnet::tessera_gru_config {
+    static const unsigned n_steps = ${n_steps};
+    static const unsigned n_in = ${n_in};
+    static const unsigned n_hidden = ${n_hidden};
+    static const unsigned n_out = ${n_out};
+    static const bool reverse = ${reverse};
+    static const bool return_sequences = ${return_sequences};
+    static const int wkind = nnet::${wkind};
+    static const unsigned reuse_factor = ${reuse};
+    typedef ${wx_t} wx_t;
+    typedef ${wh_t} wh_t;
+    typedef ${bx_t} bx_t;
+    typedef ${bh_t} bh_t;
+    typedef ${gate_table_t} table_t;
+${body}
+};

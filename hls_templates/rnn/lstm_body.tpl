@@ -1,0 +1,15 @@
+${types}
+    static const int cifg_one = ${cifg_one};
+    static const int sh_fc = ${sh_fc};
+    static const int sh_ig = ${sh_ig};
+    static const int sh_sum_fc = ${sh_sum_fc};
+    static const int sh_sum_ig = ${sh_sum_ig};
+    static const int sh_c = ${sh_c};
+    static const int c_mode = nnet::${c_mode};
+    static const long long c_min = ${c_min};
+    static const long long c_max = ${c_max};
+    static const int sh_h = ${sh_h};
+    static const int h_mode = nnet::${h_mode};
+    static const long long h_min = ${h_min};
+    static const long long h_max = ${h_max};
+${gates}

@@ -1,0 +1,398 @@
+// Tessera quantized recurrent cells (LSTM, GRU) on integer codes.
+//
+// Every value inside a cell is an integer code held in an exact-width ap_int (widths from
+// the compiler's interval analysis, so nothing can overflow); radix points are tracked by
+// the compiler, which turns each alignment into a constant left shift and each QONNX Quant
+// into tessera_requant (exact rounding + saturation).  sigmoid/tanh are tables over the
+// codes of their input quantizer, computed by the compiler and shared with the onnxruntime
+// reference.  The step mirrors tessera/compiler/ops/{lstm,gru}.py line by line.
+//
+// Weights are stored as codes on their codebook: binary in 1 bit (b -> 2b - 1), ternary in
+// 2 bits, quaternary {-2,-1,1,2} in 3 bits; their products are sign selections and one
+// shift (tessera_wmul), no multiplier.
+#ifndef NNET_TESSERA_RNN_H_
+#define NNET_TESSERA_RNN_H_
+
+#include "ap_fixed.h"
+#include "ap_int.h"
+#include "hls_stream.h"
+#include "nnet_common.h"
+
+namespace nnet {
+
+enum { TESSERA_ROUND = 0, TESSERA_FLOOR, TESSERA_CEIL, TESSERA_DOWN, TESSERA_UP, TESSERA_HALF_UP, TESSERA_HALF_DOWN };
+enum { TESSERA_W_INT = 0, TESSERA_W_BINARY, TESSERA_W_TERNARY, TESSERA_W_QUATERNARY };
+
+// -- codes <-> hls4ml's ap_fixed values ---------------------------------------------------
+
+template <class T> struct tessera_is_signed { static const bool value = true; };
+template <int W, int I, ap_q_mode Q, ap_o_mode O, int N> struct tessera_is_signed<ap_ufixed<W, I, Q, O, N> > {
+    static const bool value = false;
+};
+
+// The integer code of an ap_fixed value (its raw bits, sign-extended when signed).
+template <class T> inline ap_int<T::width + 1> tessera_code_of(const T &v) {
+    ap_uint<T::width> raw = v.range(T::width - 1, 0);
+    ap_int<T::width + 1> c = raw;
+    if (tessera_is_signed<T>::value && raw[T::width - 1])
+        c -= (ap_int<T::width + 1>(1) << T::width);
+    return c;
+}
+
+// The ap_fixed value whose code is c (c fits T by construction).
+template <class T, class C> inline T tessera_of_code(const C &c) {
+    T v;
+    ap_int<T::width + 1> wide = c;
+    v.range(T::width - 1, 0) = wide.range(T::width - 1, 0);
+    return v;
+}
+
+// -- requantization: R(x / 2**SHIFT) with a QONNX rounding mode, then clamp ------------------
+
+template <class out_T, int SHIFT, int MODE, long long QMIN, long long QMAX, class in_T>
+inline out_T tessera_requant(const in_T &x) {
+    static const int LS = SHIFT < 0 ? -SHIFT : 0;
+    static const int RS = SHIFT > 0 ? SHIFT : 0;
+    static const int RS1 = RS > 0 ? RS : 1;
+    static const int WW = (in_T::width > RS1 ? in_T::width : RS1) + LS + 2;
+    typedef ap_int<WW> wide_t;
+    wide_t xw = x;
+    wide_t q;
+    if (RS == 0) {
+        q = xw << LS;
+    } else {
+        wide_t fl = xw >> RS; // arithmetic: floor
+        ap_uint<RS1> r = xw.range(RS1 - 1, 0);
+        ap_uint<RS1> half = ap_uint<RS1>(1) << (RS1 - 1);
+        bool neg = xw < 0, gt = r > half, eq = r == half, nz = r != 0;
+        bool up;
+        switch (MODE) {
+        case TESSERA_ROUND: up = gt || (eq && fl[0]); break;
+        case TESSERA_FLOOR: up = false; break;
+        case TESSERA_CEIL: up = nz; break;
+        case TESSERA_DOWN: up = neg && nz; break;
+        case TESSERA_UP: up = !neg && nz; break;
+        case TESSERA_HALF_UP: up = gt || (eq && !neg); break;
+        default: up = gt || (eq && neg); break; // HALF_DOWN
+        }
+        q = fl + (up ? 1 : 0);
+    }
+    if (q < wide_t(QMIN))
+        q = QMIN;
+    if (q > wide_t(QMAX))
+        q = QMAX;
+    return (out_T)q;
+}
+
+// -- products with weights on a codebook -------------------------------------------------
+
+template <int KIND> struct tessera_wmul {
+    template <class P, class X, class W> static P mul(const X &x, const W &w) { return (P)((P)x * (P)w); }
+};
+template <> struct tessera_wmul<TESSERA_W_BINARY> { // stored bit b means 2b - 1
+    template <class P, class X, class W> static P mul(const X &x, const W &w) { return w != 0 ? (P)x : (P)(-(P)x); }
+};
+template <> struct tessera_wmul<TESSERA_W_TERNARY> {
+    template <class P, class X, class W> static P mul(const X &x, const W &w) {
+        return w == 0 ? (P)0 : (w > 0 ? (P)x : (P)(-(P)x));
+    }
+};
+template <> struct tessera_wmul<TESSERA_W_QUATERNARY> { // codes -2, -1, 1, 2
+    template <class P, class X, class W> static P mul(const X &x, const W &w) {
+        P m = (w == 2 || w == -2) ? (P)((P)x << 1) : (P)x;
+        return w > 0 ? m : (P)(-m);
+    }
+};
+
+// sum_k x[k] * w[k]; every partial sum lies in acc_T's range (the range contains 0 and
+// every sub-sum of the extreme products).
+template <class acc_T, int KIND, int N, class x_T, class w_T> inline acc_T tessera_dot(const x_T x[N], const w_T *w) {
+    acc_T acc = 0;
+Taps:
+    for (int k = 0; k < N; k++) {
+        acc += tessera_wmul<KIND>::template mul<acc_T>(x[k], w[k]);
+    }
+    return acc;
+}
+
+template <class G, class acc_T> inline typename G::q_t tessera_gate_q(const acc_T &acc) {
+    return tessera_requant<typename G::q_t, G::rq_shift, G::rq_mode, G::qmin, G::qmax>(acc);
+}
+
+template <class G, class table_T> inline typename G::act_t tessera_gate_act(const typename G::q_t &q, const table_T *table) {
+    return (typename G::act_t)table[G::table_offset + (int)(q - G::qmin)];
+}
+
+// -- LSTM ---------------------------------------------------------------------------------
+
+struct tessera_lstm_config {
+    static const unsigned n_steps = 1, n_in = 1, n_hidden = 1, n_out = 1;
+    static const bool reverse = false, return_sequences = true, cifg = false;
+    static const int wkind = TESSERA_W_INT;
+    static const unsigned reuse_factor = 1;
+};
+
+template <class G, typename CONFIG_T>
+inline typename G::act_t tessera_lstm_gate(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
+                                           const typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
+                                           const typename CONFIG_T::wx_t *wx, const typename CONFIG_T::wh_t *wh,
+                                           const typename CONFIG_T::b_t *b, const typename CONFIG_T::table_t *table) {
+    const int row = g * CONFIG_T::n_hidden + j;
+    typename G::ax_t ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
+    typename G::ah_t ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
+    typename G::acc_t acc = ((typename G::acc_t)ax << G::sh_ax) + ((typename G::acc_t)ah << G::sh_ah) +
+                            ((typename G::acc_t)b[row] << G::sh_b);
+    return tessera_gate_act<G>(tessera_gate_q<G>(acc), table);
+}
+
+// The forget gate: its own gate, or 1 - i with coupled input-forget gates (CIFG); a class
+// template so that the unused form is never instantiated.
+template <bool CIFG> struct tessera_lstm_forget {
+    template <typename CONFIG_T, class I>
+    static typename CONFIG_T::gate_f::act_t get(const I &ai, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
+                                                const typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
+                                                const typename CONFIG_T::wx_t *wx, const typename CONFIG_T::wh_t *wh,
+                                                const typename CONFIG_T::b_t *b, const typename CONFIG_T::table_t *table) {
+        return tessera_lstm_gate<typename CONFIG_T::gate_f, CONFIG_T>(1, j, x, h, wx, wh, b, table);
+    }
+};
+template <> struct tessera_lstm_forget<true> {
+    template <typename CONFIG_T, class I>
+    static typename CONFIG_T::gate_f::act_t get(const I &ai, int, const typename CONFIG_T::x_t *, const typename CONFIG_T::h_t *,
+                                                const typename CONFIG_T::wx_t *, const typename CONFIG_T::wh_t *,
+                                                const typename CONFIG_T::b_t *, const typename CONFIG_T::table_t *) {
+        typedef typename CONFIG_T::gate_f::act_t F;
+        return (F)((F)CONFIG_T::cifg_one - (F)ai);
+    }
+};
+
+template <typename CONFIG_T>
+void tessera_lstm_step(const typename CONFIG_T::x_t x[CONFIG_T::n_in], typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
+                       typename CONFIG_T::c_t c[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
+                       const typename CONFIG_T::wh_t *wh, const typename CONFIG_T::b_t *b,
+                       const typename CONFIG_T::table_t *gate_table, const typename CONFIG_T::ctable_t *cell_table) {
+    typedef typename CONFIG_T::gate_i GI;
+    typedef typename CONFIG_T::gate_f GF;
+    typedef typename CONFIG_T::gate_c GC;
+    typedef typename CONFIG_T::gate_o GO;
+    typename CONFIG_T::h_t h_new[CONFIG_T::n_hidden];
+Hidden:
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
+        #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
+        typename GI::act_t ai = tessera_lstm_gate<GI, CONFIG_T>(0, j, x, h, wx, wh, b, gate_table);
+        typename GF::act_t af =
+            tessera_lstm_forget<CONFIG_T::cifg>::template get<CONFIG_T>(ai, j, x, h, wx, wh, b, gate_table);
+        typename GC::act_t ac = tessera_lstm_gate<GC, CONFIG_T>(2, j, x, h, wx, wh, b, gate_table);
+        typename GO::act_t ao = tessera_lstm_gate<GO, CONFIG_T>(3, j, x, h, wx, wh, b, gate_table);
+        typename CONFIG_T::fc_t fc = (typename CONFIG_T::fc_t)af * (typename CONFIG_T::fc_t)c[j];
+        typename CONFIG_T::ig_t ig = (typename CONFIG_T::ig_t)ai * (typename CONFIG_T::ig_t)ac;
+        typename CONFIG_T::fc_q_t fcq = tessera_requant<typename CONFIG_T::fc_q_t, CONFIG_T::sh_fc, CONFIG_T::c_mode,
+                                                        CONFIG_T::c_min, CONFIG_T::c_max>(fc);
+        typename CONFIG_T::ig_q_t igq = tessera_requant<typename CONFIG_T::ig_q_t, CONFIG_T::sh_ig, CONFIG_T::c_mode,
+                                                        CONFIG_T::c_min, CONFIG_T::c_max>(ig);
+        typename CONFIG_T::c_sum_t cs = ((typename CONFIG_T::c_sum_t)fcq << CONFIG_T::sh_sum_fc) +
+                                        ((typename CONFIG_T::c_sum_t)igq << CONFIG_T::sh_sum_ig);
+        c[j] = tessera_requant<typename CONFIG_T::c_t, CONFIG_T::sh_c, CONFIG_T::c_mode, CONFIG_T::c_min,
+                               CONFIG_T::c_max>(cs);
+        typename CONFIG_T::c_tanh_t ct = cell_table[(int)(c[j] - CONFIG_T::c_min)];
+        typename CONFIG_T::h_prod_t hp = (typename CONFIG_T::h_prod_t)ao * (typename CONFIG_T::h_prod_t)ct;
+        h_new[j] = tessera_requant<typename CONFIG_T::h_t, CONFIG_T::sh_h, CONFIG_T::h_mode, CONFIG_T::h_min,
+                                   CONFIG_T::h_max>(hp);
+    }
+Update:
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        h[j] = h_new[j];
+}
+
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_lstm_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out],
+                     typename CONFIG_T::wx_t wx[], typename CONFIG_T::wh_t wh[], typename CONFIG_T::b_t b[],
+                     typename CONFIG_T::table_t gate_table[], typename CONFIG_T::ctable_t cell_table[]) {
+    typename CONFIG_T::x_t x[CONFIG_T::n_in];
+    typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
+    typename CONFIG_T::c_t c[CONFIG_T::n_hidden];
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
+        h[j] = 0;
+        c[j] = 0;
+    }
+Steps:
+    for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
+        const int t = CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s;
+        for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+            x[k] = tessera_code_of(data[t * CONFIG_T::n_in + k]);
+        tessera_lstm_step<CONFIG_T>(x, h, c, wx, wh, b, gate_table, cell_table);
+        if (CONFIG_T::return_sequences)
+            for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+                res[s * CONFIG_T::n_hidden + j] = tessera_of_code<res_T>(h[j]);
+    }
+    if (!CONFIG_T::return_sequences)
+        for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+            res[j] = tessera_of_code<res_T>(h[j]);
+}
+
+// Streaming over time: one input word (a step's features) in, one hidden state out per step
+// (or one at the end); the state stays on chip.
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, typename CONFIG_T::wx_t wx[],
+                         typename CONFIG_T::wh_t wh[], typename CONFIG_T::b_t b[], typename CONFIG_T::table_t gate_table[],
+                         typename CONFIG_T::ctable_t cell_table[]) {
+    typename CONFIG_T::x_t x[CONFIG_T::n_in];
+    typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
+    typename CONFIG_T::c_t c[CONFIG_T::n_hidden];
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
+        h[j] = 0;
+        c[j] = 0;
+    }
+    typename data_T::value_type buf[CONFIG_T::n_steps * CONFIG_T::n_in]; // used only when reversed
+Steps:
+    for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
+        if (CONFIG_T::reverse) {
+            if (s == 0)
+                for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
+                    data_T in = data.read();
+                    for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+                        buf[t * CONFIG_T::n_in + k] = in[k];
+                }
+            const int t = (int)CONFIG_T::n_steps - 1 - s;
+            for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+                x[k] = tessera_code_of(buf[t * CONFIG_T::n_in + k]);
+        } else {
+            data_T in = data.read();
+            for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+                x[k] = tessera_code_of(in[k]);
+        }
+        tessera_lstm_step<CONFIG_T>(x, h, c, wx, wh, b, gate_table, cell_table);
+        if (CONFIG_T::return_sequences || s == (int)CONFIG_T::n_steps - 1) {
+            res_T out;
+            for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+                out[j] = tessera_of_code<typename res_T::value_type>(h[j]);
+            res.write(out);
+        }
+    }
+}
+
+// -- GRU ----------------------------------------------------------------------------------
+
+struct tessera_gru_config {
+    static const unsigned n_steps = 1, n_in = 1, n_hidden = 1, n_out = 1;
+    static const bool reverse = false, return_sequences = true;
+    static const int wkind = TESSERA_W_INT;
+    static const unsigned reuse_factor = 1;
+};
+
+// gi = W_x x + b_x and gh = W_h h + b_h of one gate row, each on its own exact grid.
+template <class G, typename CONFIG_T>
+inline void tessera_gru_linear(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
+                               const typename CONFIG_T::h_t h[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
+                               const typename CONFIG_T::wh_t *wh, const typename CONFIG_T::bx_t *bx,
+                               const typename CONFIG_T::bh_t *bh, typename G::gi_t &gi, typename G::gh_t &gh) {
+    const int row = g * CONFIG_T::n_hidden + j;
+    typename G::ax_t ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
+    typename G::ah_t ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
+    gi = ((typename G::gi_t)ax << G::sh_ax) + ((typename G::gi_t)bx[row] << G::sh_bx);
+    gh = ((typename G::gh_t)ah << G::sh_ah) + ((typename G::gh_t)bh[row] << G::sh_bh);
+}
+
+template <typename CONFIG_T>
+void tessera_gru_step(const typename CONFIG_T::x_t x[CONFIG_T::n_in], typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
+                      const typename CONFIG_T::wx_t *wx, const typename CONFIG_T::wh_t *wh,
+                      const typename CONFIG_T::bx_t *bx, const typename CONFIG_T::bh_t *bh,
+                      const typename CONFIG_T::table_t *gate_table) {
+    typedef typename CONFIG_T::gate_r GR;
+    typedef typename CONFIG_T::gate_z GZ;
+    typedef typename CONFIG_T::gate_n GN;
+    typename CONFIG_T::h_t h_new[CONFIG_T::n_hidden];
+Hidden:
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
+        #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
+        typename GR::gi_t gir;
+        typename GR::gh_t ghr;
+        tessera_gru_linear<GR, CONFIG_T>(0, j, x, h, wx, wh, bx, bh, gir, ghr);
+        typename GR::acc_t accr = ((typename GR::acc_t)gir << GR::sh_gi) + ((typename GR::acc_t)ghr << GR::sh_gh);
+        typename GR::act_t r = tessera_gate_act<GR>(tessera_gate_q<GR>(accr), gate_table);
+        typename GZ::gi_t giz;
+        typename GZ::gh_t ghz;
+        tessera_gru_linear<GZ, CONFIG_T>(1, j, x, h, wx, wh, bx, bh, giz, ghz);
+        typename GZ::acc_t accz = ((typename GZ::acc_t)giz << GZ::sh_gi) + ((typename GZ::acc_t)ghz << GZ::sh_gh);
+        typename GZ::act_t z = tessera_gate_act<GZ>(tessera_gate_q<GZ>(accz), gate_table);
+        typename GN::gi_t gin;
+        typename GN::gh_t ghn;
+        tessera_gru_linear<GN, CONFIG_T>(2, j, x, h, wx, wh, bx, bh, gin, ghn);
+        typename CONFIG_T::n_rgh_t rgh = (typename CONFIG_T::n_rgh_t)r * (typename CONFIG_T::n_rgh_t)ghn;
+        typename GN::acc_t accn = ((typename GN::acc_t)gin << GN::sh_gi) + ((typename GN::acc_t)rgh << GN::sh_gh);
+        typename GN::act_t n = tessera_gate_act<GN>(tessera_gate_q<GN>(accn), gate_table);
+        typename CONFIG_T::z_h_t zh = (typename CONFIG_T::z_h_t)z * (typename CONFIG_T::z_h_t)h[j];
+        typename CONFIG_T::one_minus_z_t omz = (typename CONFIG_T::one_minus_z_t)CONFIG_T::z_one - z;
+        typename CONFIG_T::zn_t zn = (typename CONFIG_T::zn_t)omz * (typename CONFIG_T::zn_t)n;
+        typename CONFIG_T::h_sum_t hs = ((typename CONFIG_T::h_sum_t)zn << CONFIG_T::sh_sum_zn) +
+                                        ((typename CONFIG_T::h_sum_t)zh << CONFIG_T::sh_sum_zh);
+        h_new[j] = tessera_requant<typename CONFIG_T::h_t, CONFIG_T::sh_h, CONFIG_T::h_mode, CONFIG_T::h_min,
+                                   CONFIG_T::h_max>(hs);
+    }
+Update:
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        h[j] = h_new[j];
+}
+
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_gru_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out],
+                    typename CONFIG_T::wx_t wx[], typename CONFIG_T::wh_t wh[], typename CONFIG_T::bx_t bx[],
+                    typename CONFIG_T::bh_t bh[], typename CONFIG_T::table_t gate_table[]) {
+    typename CONFIG_T::x_t x[CONFIG_T::n_in];
+    typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        h[j] = 0;
+Steps:
+    for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
+        const int t = CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s;
+        for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+            x[k] = tessera_code_of(data[t * CONFIG_T::n_in + k]);
+        tessera_gru_step<CONFIG_T>(x, h, wx, wh, bx, bh, gate_table);
+        if (CONFIG_T::return_sequences)
+            for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+                res[s * CONFIG_T::n_hidden + j] = tessera_of_code<res_T>(h[j]);
+    }
+    if (!CONFIG_T::return_sequences)
+        for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+            res[j] = tessera_of_code<res_T>(h[j]);
+}
+
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_gru_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, typename CONFIG_T::wx_t wx[],
+                        typename CONFIG_T::wh_t wh[], typename CONFIG_T::bx_t bx[], typename CONFIG_T::bh_t bh[],
+                        typename CONFIG_T::table_t gate_table[]) {
+    typename CONFIG_T::x_t x[CONFIG_T::n_in];
+    typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        h[j] = 0;
+    typename data_T::value_type buf[CONFIG_T::n_steps * CONFIG_T::n_in]; // used only when reversed
+Steps:
+    for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
+        if (CONFIG_T::reverse) {
+            if (s == 0)
+                for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
+                    data_T in = data.read();
+                    for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+                        buf[t * CONFIG_T::n_in + k] = in[k];
+                }
+            const int t = (int)CONFIG_T::n_steps - 1 - s;
+            for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+                x[k] = tessera_code_of(buf[t * CONFIG_T::n_in + k]);
+        } else {
+            data_T in = data.read();
+            for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+                x[k] = tessera_code_of(in[k]);
+        }
+        tessera_gru_step<CONFIG_T>(x, h, wx, wh, bx, bh, gate_table);
+        if (CONFIG_T::return_sequences || s == (int)CONFIG_T::n_steps - 1) {
+            res_T out;
+            for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+                out[j] = tessera_of_code<typename res_T::value_type>(h[j]);
+            res.write(out);
+        }
+    }
+}
+
+} // namespace nnet
+
+#endif

@@ -1,0 +1,35 @@
+"""C-simulation of the recurrent kernels (hls_templates/rnn) == the integer reference, exactly,
+for every weight codebook, both io types, saturating states and the LSTM options."""
+
+from __future__ import annotations
+
+import pytest
+
+from .test_ops_csim import csim_exact
+
+pytestmark = pytest.mark.csim
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+@pytest.mark.parametrize("kind", ["binary", "ternary", "quaternary", "int8"])
+def test_lstm_csim(make_graph, make_type, rnn_builders, rng, tmp_path, io_type, kind):
+    attrs = rnn_builders["lstm"](rng, 6, 5, kind, cell_bits=16 if kind == "int8" else 8)
+    g = make_graph(make_type(8, 6, True, (7, 6)), ("lstm", attrs))
+    csim_exact(g, tmp_path, io_type, n=200)
+
+
+@pytest.mark.parametrize("io_type,option", [("io_parallel", "cifg"), ("io_stream", "reverse"), ("io_parallel", "last"),
+                                            ("io_stream", "last")])
+def test_lstm_options_csim(make_graph, make_type, rnn_builders, rng, tmp_path, io_type, option):
+    kw = {"cifg": {"cifg": True}, "reverse": {"reverse": True}, "last": {"return_sequences": False}}[option]
+    attrs = rnn_builders["lstm"](rng, 4, 3, "ternary", **kw)
+    g = make_graph(make_type(8, 6, True, (5, 4)), ("lstm", attrs))
+    csim_exact(g, tmp_path, io_type, n=150)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+@pytest.mark.parametrize("kind", ["binary", "quaternary", "int8"])
+def test_gru_csim(make_graph, make_type, rnn_builders, rng, tmp_path, io_type, kind):
+    attrs = rnn_builders["gru"](rng, 5, 4, kind, return_sequences=io_type == "io_parallel")
+    g = make_graph(make_type(8, 5, True, (6, 5)), ("gru", attrs))
+    csim_exact(g, tmp_path, io_type, n=200)
