@@ -58,6 +58,22 @@ def fits_int8(t: TensorType) -> str | None:
     return None
 
 
+def int8_limbs(w: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """Balanced radix-128 digits of integer codes: ``w == sum(limb << shift)`` with every
+    limb in [-64, 63] (an int8), one limb per 7 bits of ``w``.  Lets an integer-only ONNX
+    kernel (ConvInteger: 8-bit operands) compute a product with wider weights exactly, one
+    pass per limb."""
+    rest = np.asarray(w, dtype=np.int64)
+    limbs, shift = [], 0
+    while True:
+        digit = ((rest + 64) & 127) - 64
+        limbs.append((digit.astype(np.int8), shift))
+        rest = (rest - digit) >> 7
+        shift += 7
+        if not rest.any():
+            return limbs
+
+
 def interval_dot(w: np.ndarray, lo: int, hi: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact min and max of sum(w * x) over every x in [lo, hi]^n, reduced along ``axis``."""
     w = np.asarray(w, dtype=object)

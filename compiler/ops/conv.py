@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, bias_aligned, check_linear_attrs, check_width, finish_acc_onnx, fits_int8, interval_dot, linear_acc_frac, linear_acc_range
+from .base import OpDef, bias_aligned, check_linear_attrs, check_width, finish_acc_onnx, fits_int8, int8_limbs, interval_dot, linear_acc_frac, linear_acc_range
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,15 +78,25 @@ class Conv(OpDef):
         x = ins[0]
         xt = fits_int8(x)
         wt = fits_int8(TensorType(attrs.weight.shape, attrs.wtype, int(attrs.weight.min()), int(attrs.weight.max())))
-        _, bound = interval_dot(np.abs(attrs.weight.reshape(attrs.weight.shape[0], -1)), 0, max(abs(x.lo), abs(x.hi)), axis=1)
-        if not (xt and wt and max(bound) < 2**31):
+        # Weights wider than 8 bits (e.g. per-channel scales moved onto one grid) run as one
+        # ConvInteger per 7-bit limb, recombined in int64: exact.
+        parts = [(attrs.weight.astype(wt), 0)] if wt else int8_limbs(attrs.weight)
+        xmax = max(abs(x.lo), abs(x.hi))
+        bound = max(int(max(interval_dot(np.abs(w.astype(np.int64).reshape(w.shape[0], -1)), 0, xmax, axis=1)[1]))
+                    for w, _ in parts)
+        if not (xt and bound < 2**31):
             raise UnsupportedModelError(
-                f"Conv with {x.ftype.width}-bit inputs and {attrs.wtype.width}-bit weights: the exact reference "
-                "supports operands up to 8 bits (ConvInteger)"
+                f"Conv with {x.ftype.width}-bit inputs: the exact reference supports inputs up to 8 bits (ConvInteger)"
             )
-        acc = b.op("ConvInteger", [b.op("Cast", [xs[0]], to=xt), b.const(attrs.weight.astype(wt))],
-                   pads=list(attrs.pads), strides=list(attrs.strides))
-        return finish_acc_onnx(b, b.op("Cast", [acc], to="int64"), out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
+        xq = b.op("Cast", [xs[0]], to=xt)
+        acc = None
+        for w, shift in parts:
+            part = b.op("Cast", [b.op("ConvInteger", [xq, b.const(w)], pads=list(attrs.pads), strides=list(attrs.strides))],
+                        to="int64")
+            if shift:
+                part = b.op("Mul", [part, b.const(np.array(1 << shift, dtype=np.int64))])
+            acc = part if acc is None else b.op("Add", [acc, part])
+        return finish_acc_onnx(b, acc, out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
                                _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))
 
     def lower(self, attrs: Attrs, hl, node, ins, out):

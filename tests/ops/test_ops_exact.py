@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tessera.compiler.ir.types import FixedType
+from tessera.compiler.ops.base import int8_limbs
 from tessera.compiler.ops import conv, dense, flatten, leakyrelu, maxpool, quant, relu
 from tessera.compiler.reference.emit import OrtReference, emit_reference
 from tessera.compiler.reference.interpret import run_ir
@@ -146,6 +147,27 @@ def test_conv3d_exact(make_graph, make_type, rng, stride, pads, cin, shape):
     attrs = conv.Attrs(w, FixedType(8, 7, True), rng.integers(-900, 900, size=4), FixedType(12, 11, True), stride, pads)
     g = make_graph(make_type(8, 5, False, (cin, *shape)), ("conv", attrs))
     check_exact(g, n=60)
+
+
+@pytest.mark.parametrize("bits_w", [9, 14, 22])
+def test_wide_conv_weights_use_int8_limbs_and_stay_exact(make_graph, make_type, rng, bits_w):
+    """Per-channel weight scales put weights on one finer grid (wider codes); ConvInteger
+    takes 8-bit operands, so the reference runs one pass per 7-bit limb, exactly."""
+    w = rand_weights(rng, (3, 2, 3, 3, 3), bits_w)
+    w[0, 0, 0] = -(1 << (bits_w - 1))  # the extreme codes
+    w[1, 0, 0] = (1 << (bits_w - 1)) - 1
+    attrs = conv.Attrs(w, FixedType(bits_w, bits_w, True), None, None, (1, 2, 1), (1, 0, 1, 1, 0, 1))
+    g = make_graph(make_type(8, 5, True, (2, 5, 6, 4)), ("conv", attrs))
+    ops = [n.op_type for n in emit_reference(g).graph.node]
+    assert ops.count("ConvInteger") == len(int8_limbs(w)) > 1
+    check_exact(g, n=60)
+
+
+def test_int8_limbs_recombine():
+    w = np.array([-(1 << 40), -65, -64, -1, 0, 1, 63, 64, 127, 128, (1 << 40) - 1], dtype=np.int64)
+    limbs = int8_limbs(w)
+    assert all(lb.dtype == np.int8 and lb.min() >= -64 and lb.max() <= 63 for lb, _ in limbs)
+    assert np.array_equal(sum(lb.astype(np.int64) << s for lb, s in limbs), w)
 
 
 def test_conv3d_reference_is_a_real_convolution(rng):
