@@ -157,7 +157,9 @@ def verify_cmd(model, project, samples, seed, data, user_samples, report):
     for m in rep.first_mismatches:
         out.print(f"mismatch: sample {m['sample']} output {m['output']}: expected {m['expected']} got {m['got']}")
     out.print(f"testbench (g++): {rep.testbench}")
-    if rep.user_model:
+    if rep.user_model.get("skipped"):
+        out.print(f"user model: not run ({rep.user_model['skipped']})")
+    elif rep.user_model:
         u = rep.user_model
         out.print(f"user model ({u['tool']}): {u['outputs'] - u['differing_outputs']}/{u['outputs']} outputs equal the exact reference")
     ok = rep.mismatches == 0 and rep.reference_vs_integer_semantics_mismatches == 0 and rep.testbench.startswith("passed")

@@ -16,6 +16,7 @@ import numpy as np
 from .emit import read_manifest, sha256
 from .errors import InputDataError, ProjectError
 from .frontend import compile_ir
+from .frontend.recurrent import RECURRENT_OPS
 from .ops.quant import quantize_float
 from .reference.emit import OrtReference, emit_reference
 from .reference.interpret import run_ir
@@ -54,6 +55,10 @@ def user_model_agreement(model_path: str | Path, graph, codes: np.ndarray, ref: 
     import onnx
 
     model = onnx.load(str(model_path))
+    cells = sorted({n.op_type for n in model.graph.node if n.op_type in RECURRENT_OPS})
+    if cells:
+        return {"tool": None, "skipped": f"no ONNX runtime executes {', '.join(cells)}; compare with the training "
+                                         "framework's model instead (bench/rnn_hls.py does, against brevitas)"}
     custom = any(n.domain.startswith("qonnx") or n.domain.startswith("finn") for n in model.graph.node)
     fin, fout = graph.values[graph.input].ftype.frac, graph.values[graph.output].ftype.frac
     x = np.ldexp(codes.astype(np.float64), -fin).astype(np.float32)

@@ -8,6 +8,7 @@ refused with the op type and node name.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
 from ..ops import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, upsample
+from .recurrent import RECURRENT_OPS, import_gru, import_lstm
 
 ALIAS_OPS = {"Identity", "Dropout"}
 QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -56,6 +58,10 @@ def clean(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.util.cleanup import cleanup_model
 
     model = onnx.ModelProto.FromString(model.SerializeToString())
+    if any(n.op_type in RECURRENT_OPS for n in model.graph.node):
+        # qonnx cannot infer the shapes of the recurrent custom ops and refuses the graph;
+        # their graphs (brevitas' / tessera's exports) are read as written.
+        return model
     for node in model.graph.node:  # keep the user's node names for messages (qonnx renames nodes)
         if node.name:
             node.doc_string = _NAME_TAG + node.name
@@ -95,10 +101,17 @@ class _Importer:
         g = model.graph
         inits = {i.name for i in g.initializer}
         real_inputs = [i for i in g.input if i.name not in inits]
-        if len(real_inputs) != 1 or len(g.output) != 1:
+        producers = {o: n for n in g.node for o in n.output}
+        first = producers.get(g.output[0].name) if g.output else None
+        recurrent_out = first is not None and first.op_type in RECURRENT_OPS
+        if len(real_inputs) != 1 or (len(g.output) != 1 and not recurrent_out):
             raise UnsupportedModelError(
                 f"the model has {len(real_inputs)} inputs and {len(g.output)} outputs; one of each is supported"
             )
+        #: a recurrent cell's graph may also output its last states (h, c): the compiled
+        #: design outputs the first graph output; nodes that only feed the others are skipped
+        self.dropped_outputs = [o.name for o in g.output[1:]]
+        self.live = _ancestors(g, g.output[0].name)
         self.onnx_input = real_inputs[0]
         self.env: dict[str, Any] = {i.name: _Const(numpy_helper.to_array(i).astype(np.float64)) for i in g.initializer}
         dims = [d.dim_value if d.HasField("dim_value") else None for d in self.onnx_input.type.tensor_type.shape.dim]
@@ -111,6 +124,14 @@ class _Importer:
         self.deferred: dict[str, tuple] = {}
 
     # -- helpers -------------------------------------------------------------------------
+    attr = staticmethod(_attr)
+
+    def const_or_none(self, name: str, node: onnx.NodeProto) -> np.ndarray | None:
+        """A constant input's value, None for an absent (empty-named) one; refuses activations."""
+        if not name:
+            return None
+        return self.const(name, node, f"input '{name}'")
+
     def const(self, name: str, node: onnx.NodeProto, what: str) -> np.ndarray:
         v = self.env.get(name)
         if not isinstance(v, _Const):
@@ -297,6 +318,29 @@ class _Importer:
                                         lambda q: avgpool.Attrs(k, s, pads, cip, q))
         self.env[node.output[0]] = _Pending(node.name)
 
+    def on_QuantLSTMCell(self, node: onnx.NodeProto) -> None:
+        import_lstm(self, node)
+
+    def on_QuantGRUCell(self, node: onnx.NodeProto) -> None:
+        import_gru(self, node)
+
+    def on_Gather(self, node: onnx.NodeProto) -> None:
+        """``y[:, t]`` of a recurrent op's output sequence, for the last processed step only:
+        the op then outputs its last hidden state (e.g. a classifier on the final state)."""
+        src = self.value(node.input[0], node)
+        prod = self.graph.producer(src)
+        idx = self.const(node.input[1], node, "the index")
+        seq = prod is not None and getattr(prod.attrs, "return_sequences", False)
+        steps = self.graph.values[self.graph.input].shape[0] if seq else 0
+        if not seq or _attr(node, "axis", 0) != 1 or idx.size != 1 or int(idx.ravel()[0]) not in (-1, steps - 1):
+            raise UnsupportedModelError(
+                f"node '{node.name}' (Gather): only the last step (axis 1, index -1) of a recurrent output is supported")
+        if sum(src in n.input for n in self.model.graph.node if n.name in self.live) != 1:
+            raise UnsupportedModelError(f"node '{node.name}' (Gather): the sequence '{src}' is also used elsewhere")
+        prod.attrs = dataclasses.replace(prod.attrs, return_sequences=False)
+        prod.output = node.output[0]
+        self.env[node.output[0]] = node.output[0]
+
     def on_Sigmoid(self, node: onnx.NodeProto) -> None:
         self._lut(node, "sigmoid")
 
@@ -352,6 +396,8 @@ class _Importer:
 
     def run(self) -> Graph:
         for node in self.model.graph.node:
+            if node.name not in self.live:
+                continue
             if node.op_type == "Constant":
                 self.env[node.output[0]] = _Const(numpy_helper.to_array(node.attribute[0].t).astype(np.float64))
                 continue
@@ -374,6 +420,18 @@ class _Importer:
             raise UnsupportedModelError(f"graph output '{self.model.graph.output[0].name}' is not computed from the input")
         self.graph.output = out
         return self.graph
+
+
+def _ancestors(g: onnx.GraphProto, value: str) -> set[str]:
+    """Names of the nodes that ``value`` depends on."""
+    producers = {o: n for n in g.node for o in n.output}
+    live, todo = set(), [value]
+    while todo:
+        n = producers.get(todo.pop())
+        if n is not None and n.name not in live:
+            live.add(n.name)
+            todo.extend(i for i in n.input if i)
+    return live
 
 
 def import_model(model: onnx.ModelProto) -> Graph:

@@ -43,6 +43,7 @@ __all__ = [
     "export_convlstm",
     "export_gru",
     "export_lstm",
+    "export_sentiment",
     "quant_attrs",
     "run_cell_onnx",
 ]
@@ -343,6 +344,60 @@ def export_convlstm(cell: QuantConvLSTM, path: str | Path, seq_len: int = 4,
         cell.to(device)
         cell.train(was)
     return _save(model, path)
+
+
+# ---------------------------------------------------------------------------------------
+# The sentiment classifier after its embedding: cell -> last state -> quantized classifier
+# ---------------------------------------------------------------------------------------
+
+
+def export_sentiment(model: nn.Module, path: str | Path, seq_len: int = 24) -> Path:
+    """Export a :class:`~.networks.SentimentRNN` from its embedded input to its logits, one
+    graph for ``tessera compile``.
+
+    Input ``x``: the embedded sequence ``(1, seq_len, embed_dim)`` (the output of the
+    ``QuantEmbedding`` table lookup, which stays on the host).  Graph: the cell's export
+    form (:func:`export_lstm` / :func:`export_gru`), ``Gather(y, -1, axis=1)`` (the hidden
+    state after the last step), ``head_quant`` (``Quant``), ``classifier`` (``Gemm`` with
+    quantized weight and ``Int24Bias`` bias), ``output_quant`` (``Quant``) -> ``logits``
+    ``(1, 2)``.  This equals ``model`` on sequences of exactly ``seq_len`` tokens
+    (``lengths=None``).  ``fp`` models (float weights) export their float classifier.
+    """
+    import tempfile
+
+    was = _eval_copy_state(model)
+    device = next(model.parameters()).device
+    model.cpu()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cell_path = Path(tmp) / "cell.onnx"
+            (export_lstm if model.cell == "lstm" else export_gru)(model.rnn, cell_path, seq_len=seq_len)
+            m = onnx.load(str(cell_path))
+        with torch.no_grad(), _captured_biases(model) as cap:
+            model(torch.randint(1, model.vocab_size, (1, seq_len)))
+            g = _GraphBuilder()
+            last = "y_last"
+            g.inits.append(numpy_helper.from_array(np.array(-1, dtype=np.int64), "last_step"))
+            g.nodes.append(helper.make_node("Gather", ["y", "last_step"], [last], name="Gather_last_step", axis=1))
+            hq = g.act_quant(last, model.head_quant, "head_q")
+            w = g.weight("W_cls", model.classifier)
+            b = g.bias("B_cls", model.classifier, cap)
+            g.nodes.append(helper.make_node("Gemm", [hq, w, b] if b else [hq, w], ["classifier_out"],
+                                            name="Gemm_classifier", transB=1))
+            g.act_quant("classifier_out", model.output_quant, "logits")
+        keep = {n.name for n in m.graph.node if n.op_type != "Unsqueeze"}
+        nodes = [n for n in m.graph.node if n.name in keep] + g.nodes
+        del m.graph.node[:]
+        m.graph.node.extend(nodes)
+        m.graph.initializer.extend(g.inits)
+        del m.graph.output[:]
+        m.graph.output.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 2]))
+        if not any(o.domain == QONNX_DOMAIN for o in m.opset_import):
+            m.opset_import.append(helper.make_opsetid(QONNX_DOMAIN, 1))
+    finally:
+        model.to(device)
+        model.train(was)
+    return _save(m, path)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,135 @@
+"""Import of the recurrent cell nodes (docs/rnn_export.md) into the ``lstm`` / ``gru`` ops.
+
+* ``qonnx.custom_op.general::QuantLSTMCell`` -- brevitas' own export of ``QuantLSTM``
+  (48 inputs: X, H0, C0, 8 weights, 4 biases, then scale / zero point / bit width of the
+  11 internal quantizers; ``<q>_signed``, ``<q>_narrow``, ``<q>_rounding_mode``,
+  ``batch_first``, ``reverse_input``, ``cifg`` attributes);
+* ``tessera.custom_op::QuantGRUCell`` -- Tessera's GRU form (quantizers as attributes).
+
+Weights and biases arrive as constants (their ``Quant`` / ``BipolarQuant`` nodes are folded
+by the importer) and become integer codes on their own power-of-two grid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import FixedType, dyadic_codes, power_of_two_exponent
+from ..ops import cellprog as cp
+from ..ops import gru, lstm, quant
+
+RECURRENT_OPS = {"QuantLSTMCell", "QuantGRUCell", "QuantConvLSTMCell"}
+
+LSTM_QUANTIZERS = ("output", "cell_state", "input_acc", "forget_acc", "cell_acc", "output_acc", "input_sigmoid",
+                   "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh")
+GRU_QUANTIZERS = ("reset_acc", "update_acc", "new_acc", "reset_sigmoid", "update_sigmoid", "new_tanh", "output")
+
+
+def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding) -> quant.Attrs:
+    scale, bits = np.asarray(scale, dtype=np.float64), np.asarray(bits, dtype=np.float64)
+    if zp is not None and np.any(np.asarray(zp) != 0):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} quantizer has a non-zero zero point")
+    exp = power_of_two_exponent(scale)
+    if scale.size != 1 or exp is None:
+        raise UnsupportedModelError(
+            f"node '{node.name}' ({node.op_type}): {what} quantizer scale {scale.ravel()[:2]} is not one power of two")
+    b = float(bits.ravel()[0])
+    if bits.size != 1 or b != int(b) or not 2 <= b <= 32:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} bit width {b} is not an integer in 2..32")
+    rounding = str(rounding).upper()
+    if rounding not in quant.HLS_ROUNDING:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} rounding mode {rounding} is unknown")
+    return quant.Attrs(FixedType(int(b), -int(exp.ravel()[0]), bool(signed)), bool(narrow), rounding)
+
+
+def _weights(node, w: np.ndarray, what: str) -> cp.Weights:
+    try:
+        codes, frac = dyadic_codes(w)
+    except ValueError as exc:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what}: {exc}") from None
+    return cp.Weights(codes, frac)
+
+
+def _bias(node, b: np.ndarray | None, what: str) -> tuple[np.ndarray | None, int]:
+    if b is None:
+        return None, 0
+    w = _weights(node, np.asarray(b, dtype=np.float64).reshape(-1), what)
+    return w.codes, w.frac
+
+
+def _state_codes(node, v: np.ndarray | None, q: quant.Attrs, n: int, what: str) -> np.ndarray:
+    """Initial state codes after the state's quantizer (zero when absent)."""
+    if v is None:
+        return np.zeros(n, dtype=np.int64)
+    v = np.asarray(v, dtype=np.float64).reshape(-1)
+    if v.size != n:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} has {v.size} values, expected {n}")
+    return quant.quantize_float(q, v)
+
+
+def _common(imp, node):
+    if int(imp.attr(node, "batch_first", 1)) != 1:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): only batch_first=1 is supported")
+
+
+def import_lstm(imp, node) -> None:
+    """brevitas ``QuantLSTMCell`` -> ``lstm``."""
+    _common(imp, node)
+    if len(node.input) != 48:
+        raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): expected 48 inputs, got {len(node.input)}")
+    x = imp.value(node.input[0], node)
+    c = [None] + [imp.const_or_none(n, node) for n in node.input[1:]]
+    qs = {}
+    for k, name in enumerate(LSTM_QUANTIZERS):
+        s, z, b = c[15 + 3 * k: 18 + 3 * k]
+        if s is None or b is None:
+            raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): quantizer {name} must be constant")
+        narrow = imp.attr(node, f"{name}_narrow", imp.attr(node, f"{name}_narrow_range", 0))
+        qs[name] = _quant(node, name, s, z, b, imp.attr(node, f"{name}_signed", 1), narrow,
+                          imp.attr(node, f"{name}_rounding_mode", "ROUND"))
+    w_in, w_h, biases = c[3:7], c[7:11], c[11:15]
+    if any(w is None for w in w_in + w_h):
+        raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): weights must be constant")
+    acc_q = ("input_acc", "forget_acc", "cell_acc", "output_acc")
+    act_q = ("input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid")
+    gates = []
+    for k, g in enumerate(lstm.GATES):
+        b, bf = _bias(node, biases[k], f"bias of gate {g}")
+        gates.append(lstm.Gate(_weights(node, w_in[k], f"input weights of gate {g}"),
+                               _weights(node, w_h[k], f"hidden weights of gate {g}"), b, bf, qs[acc_q[k]],
+                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[k]])))
+    hidden = gates[0].wh.codes.shape[0]
+    attrs = lstm.Attrs(tuple(gates), qs["cell_state"], cp.Act("tanh", qs["hidden_state_tanh"]), qs["output"],
+                       _state_codes(node, c[1], qs["output"], hidden, "H0"),
+                       _state_codes(node, c[2], qs["cell_state"], hidden, "C0"),
+                       cifg=bool(imp.attr(node, "cifg", 0)), reverse=bool(imp.attr(node, "reverse_input", 0)))
+    imp.add(node, "lstm", [x], attrs)
+
+
+def import_gru(imp, node) -> None:
+    """Tessera ``QuantGRUCell`` -> ``gru``."""
+    _common(imp, node)
+    x = imp.value(node.input[0], node)
+    c = [None] + [imp.const_or_none(n, node) for n in node.input[1:]] + [None] * (6 - len(node.input))
+    h0, w_ih, w_hh, b_ih, b_hh = c[1:6]
+    if w_ih is None or w_hh is None:
+        raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): weights must be constant")
+    qs = {q: _quant(node, q, imp.attr(node, f"{q}_scale"), None, imp.attr(node, f"{q}_bit_width"),
+                    imp.attr(node, f"{q}_signed", 1), imp.attr(node, f"{q}_narrow", 0),
+                    imp.attr(node, f"{q}_rounding_mode", "ROUND")) for q in GRU_QUANTIZERS}
+    hidden = int(imp.attr(node, "hidden_size", w_hh.shape[1]))
+    if str(imp.attr(node, "gate_order", "rzn")) != "rzn" or w_ih.shape[0] != 3 * hidden or w_hh.shape != (3 * hidden, hidden):
+        raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): expects gate order rzn and (3H, .) weights")
+    gates = []
+    for k, (g, acc, act) in enumerate(zip(gru.GATES, ("reset_acc", "update_acc", "new_acc"),
+                                          ("reset_sigmoid", "update_sigmoid", "new_tanh"))):
+        rows = slice(k * hidden, (k + 1) * hidden)
+        bx, bxf = _bias(node, None if b_ih is None else np.asarray(b_ih).reshape(-1)[rows], f"input bias of gate {g}")
+        bh, bhf = _bias(node, None if b_hh is None else np.asarray(b_hh).reshape(-1)[rows], f"hidden bias of gate {g}")
+        gates.append(gru.Gate(_weights(node, w_ih[rows], f"input weights of gate {g}"),
+                              _weights(node, w_hh[rows], f"hidden weights of gate {g}"), bx, bxf, bh, bhf, qs[acc],
+                              cp.Act("tanh" if g == "n" else "sigmoid", qs[act])))
+    attrs = gru.Attrs(tuple(gates), qs["output"], _state_codes(node, h0, qs["output"], hidden, "H0"),
+                      reverse=bool(imp.attr(node, "reverse_input", 0)))
+    imp.add(node, "gru", [x], attrs)

@@ -1,0 +1,77 @@
+"""Quantized RNN classifiers (embedded input -> LSTM/GRU -> last state -> classifier) from
+brevitas: the exact reference == the brevitas forward, and the CLI's C-simulation == the
+reference on every output."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from tessera.compiler.cli import main
+from tessera.compiler.frontend import compile_ir
+from tessera.compiler.ops.quant import quantize_float
+from tessera.compiler.reference.interpret import run_ir
+
+pytestmark = pytest.mark.csim
+
+
+def _trained_sentiment(cell: str, weights: str, seed: int = 0):
+    from tessera.models.rnn.networks import SentimentRNN
+
+    torch.manual_seed(seed)
+    m = SentimentRNN(cell, weights, 40, embed_dim=6, hidden_size=5)
+    opt = torch.optim.Adam(m.parameters(), 1e-2)
+    m.train()
+    for _ in range(60):  # past the activation quantizers' statistics phase
+        tok = torch.randint(1, 40, (16, 8))
+        loss = torch.nn.functional.cross_entropy(m(tok), torch.randint(0, 2, (16,)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return m.eval()
+
+
+@pytest.mark.parametrize("cell,weights", [("lstm", "fp"), ("lstm", "binary"), ("lstm", "ternary"), ("lstm", "quaternary"),
+                                          ("gru", "fp"), ("gru", "binary"), ("gru", "ternary"), ("gru", "quaternary")])
+def test_reference_equals_brevitas(tmp_path, cell, weights):
+    from tessera.models.rnn.export import export_sentiment
+
+    m = _trained_sentiment(cell, weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = export_sentiment(m, tmp_path / "s.onnx", seq_len=8)
+    g = compile_ir(path)
+    assert [n.op for n in g.nodes] == [cell, "requant", "dense", "requant"]
+    tok = torch.randint(1, 40, (300, 8), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        emb, want = m.embedding(tok).numpy(), m(tok).numpy().astype(np.float64)
+    got = np.ldexp(run_ir(g, quantize_float(g.input_quant, emb)).astype(np.float64), -g.values[g.output].ftype.frac)
+    assert np.array_equal(got, want), f"{int((got != want).sum())} of {got.size} outputs differ from brevitas"
+
+
+@pytest.mark.parametrize("cell,weights,io_type", [("lstm", "ternary", "stream"), ("gru", "fp", "parallel"),
+                                                  ("gru", "binary", "stream")])
+def test_sentiment_cli_verifies(tmp_path, cell, weights, io_type):
+    from tessera.models.rnn.export import export_sentiment
+
+    m = _trained_sentiment(cell, weights, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = export_sentiment(m, tmp_path / "s.onnx", seq_len=8)
+    runner = CliRunner()
+    r = runner.invoke(main, ["compile", str(path), "-o", str(tmp_path / "prj"), "--io-type", io_type])
+    assert r.exit_code == 0, r.output
+    with torch.no_grad():
+        emb = m.embedding(torch.randint(1, 40, (20, 8))).numpy()
+    np.save(tmp_path / "x.npy", emb)
+    r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "300", "--data",
+                             str(tmp_path / "x.npy"), "--report", str(tmp_path / "r.json")])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["mismatches"] == 0 and rep["samples"] == 320 and rep["outputs"] == 640
+    assert "QuantLSTMCell" in rep["user_model"]["skipped"] or "QuantGRUCell" in rep["user_model"]["skipped"]
