@@ -215,4 +215,26 @@ def random_gru(rng, n_in: int, hidden: int, kind: str = "ternary", return_sequen
 
 @pytest.fixture
 def rnn_builders():
-    return {"lstm": random_lstm, "gru": random_gru}
+    return {"lstm": random_lstm, "gru": random_gru, "convlstm": random_convlstm}
+
+
+def random_convlstm(rng, c_in: int, hidden: int, k: int = 3, kind: str = "ternary", forecaster_steps: int = 0,
+                    out_frac: int = 8):
+    """ConvLSTM attrs (encoder, and a forecaster when ``forecaster_steps``) with scales that
+    make accumulators, cell and hidden states saturate."""
+    from tessera.compiler.ops import convlstm, lstm
+    from tessera.compiler.ops.cellprog import Act
+
+    sig, tanh = _q(8, 8, signed=False), _q(8, 7)
+
+    def cell(has_input: bool, out_frac: int, cell_frac: int):
+        gates = []
+        for g in lstm.GATES:
+            wx = _w(rng, (hidden, c_in, k, k), kind, 2) if has_input else None
+            gates.append(lstm.Gate(wx, _w(rng, (hidden, hidden, k, k), kind, 2), rng.integers(-(1 << 10), 1 << 10, size=hidden),
+                                   8, _q(8, 3), Act("tanh" if g == "c" else "sigmoid", tanh if g == "c" else sig)))
+        return convlstm.Cell(tuple(gates), _q(8, cell_frac), Act("tanh", tanh), _q(8, out_frac))
+
+    enc = cell(True, out_frac, 7)
+    fc = cell(False, out_frac, 6) if forecaster_steps else None
+    return convlstm.Attrs(enc, fc, forecaster_steps)

@@ -140,6 +140,26 @@ class TesseraGRU(_TesseraRecurrent):
     _expected_attributes = _recurrent_attributes(WEIGHTS, ())
 
 
+class TesseraConvLSTM(_TesseraRecurrent):
+    """ConvLSTM encoder over a frame sequence (channels-last frames)."""
+
+    WEIGHTS = ("enc_wx", "enc_wh", "enc_b", "enc_gate_table", "enc_cell_table")
+    _expected_attributes = [*(Attribute(k) for k in ("n_steps", "n_in", "n_hidden", "height", "width", "kernel",
+                                                     "steps_out")),
+                            Attribute("body", value_type=str), *(WeightAttribute(w) for w in WEIGHTS),
+                            *(TypeAttribute(w) for w in WEIGHTS)]
+
+
+class TesseraConvLSTMForecaster(TesseraConvLSTM):
+    """ConvLSTM encoder, then a forecaster cell without input from the encoder's states."""
+
+    WEIGHTS = TesseraConvLSTM.WEIGHTS + ("fc_wh", "fc_b", "fc_gate_table", "fc_cell_table")
+    _expected_attributes = [*(Attribute(k) for k in ("n_steps", "n_in", "n_hidden", "height", "width", "kernel",
+                                                     "steps_out")),
+                            Attribute("body", value_type=str), *(WeightAttribute(w) for w in WEIGHTS),
+                            *(TypeAttribute(w) for w in WEIGHTS)]
+
+
 def _weight_types(names: tuple[str, ...]):
     return lambda node: {f"{n}_t": node.get_weights(n).type.name for n in names}
 
@@ -204,6 +224,16 @@ EXTENSIONS: dict[str, Extension] = {
         TesseraGRU, "rnn", "nnet_tessera_rnn.h",
         ("n_steps", "n_in", "n_hidden", "n_out", "reverse", "return_sequences", "wkind", "body"),
         tuple((w, w) for w in TesseraGRU.WEIGHTS), prefix="gru_", config_types=_weight_types(TesseraGRU.WEIGHTS)),
+    "TesseraConvLSTM": Extension(
+        TesseraConvLSTM, "rnn", "nnet_tessera_rnn.h",
+        ("n_steps", "n_in", "n_hidden", "height", "width", "kernel", "steps_out", "body"),
+        tuple((w, w) for w in TesseraConvLSTM.WEIGHTS), prefix="convlstm_",
+        config_types=_weight_types(TesseraConvLSTM.WEIGHTS)),
+    "TesseraConvLSTMForecaster": Extension(
+        TesseraConvLSTMForecaster, "rnn", "nnet_tessera_rnn.h",
+        ("n_steps", "n_in", "n_hidden", "height", "width", "kernel", "steps_out", "body"),
+        tuple((w, w) for w in TesseraConvLSTMForecaster.WEIGHTS), prefix="convlstm_fc_",
+        config_types=_weight_types(TesseraConvLSTMForecaster.WEIGHTS)),
 }
 
 

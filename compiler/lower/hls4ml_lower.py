@@ -46,7 +46,15 @@ def channels_last_perm(shape: tuple[int, ...]) -> np.ndarray:
     return np.moveaxis(np.arange(int(np.prod(shape))).reshape(shape), 0, -1).ravel()
 
 
-def hls_shape(shape: tuple[int, ...]) -> list[int]:
+def sequence_perm(shape: tuple[int, ...]) -> np.ndarray:
+    """Flat ONNX index of each position of a (T, C, H, W) frame sequence stored channels-last
+    per frame ((T, H, W, C), the recurrent kernels' and streams' order)."""
+    return np.moveaxis(np.arange(int(np.prod(shape))).reshape(shape), 1, -1).ravel()
+
+
+def hls_shape(shape: tuple[int, ...], layout: str = "channels") -> list[int]:
+    if layout == "sequence" and len(shape) == 4:
+        return [shape[0], shape[2], shape[3], shape[1]]
     if len(shape) in (3, 4):
         return [*shape[1:], shape[0]]
     if len(shape) in (1, 2):  # (N,) vectors and (T, F) sequences: already in hls4ml's order
@@ -74,6 +82,8 @@ class HlsLowering:
             self.perm[node.output] = channels_last_perm(out.shape)
         elif layout == "flat":
             self.perm[node.output] = np.arange(out.size)
+        elif layout == "sequence":
+            self.perm[node.output] = sequence_perm(out.shape) if len(out.shape) == 4 else np.arange(out.size)
         elif layout == "same":
             self.perm[node.output] = self.perm[node.inputs[0]]
         else:
@@ -84,17 +94,35 @@ class HlsLowering:
 
     def run(self) -> None:
         tin = self.graph.values[self.graph.input]
-        hls_shape(tin.shape)
-        self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": hls_shape(tin.shape)})
+        layout = self.input_layout()
+        self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": hls_shape(tin.shape, layout)})
         self.precisions["x_in"] = {"Precision": {"result": tin.ftype.hls()}}
         self.layer_of[self.graph.input] = "x_in"
-        self.perm[self.graph.input] = channels_last_perm(tin.shape) if len(tin.shape) > 2 else np.arange(tin.size)
+        if layout == "sequence" and len(tin.shape) == 4:
+            self.perm[self.graph.input] = sequence_perm(tin.shape)
+        else:
+            self.perm[self.graph.input] = channels_last_perm(tin.shape) if len(tin.shape) > 2 else np.arange(tin.size)
         for node in self.graph.nodes:
             ins = [self.graph.values[v] for v in node.inputs]
             OPS[node.op].lower(node.attrs, self, node, ins, self.graph.values[node.output])
             if node.op == "dense":
                 self.perm[node.output] = np.arange(self.graph.values[node.output].size)
         hls_shape(self.graph.values[self.graph.output].shape)
+
+    def input_layout(self) -> str:
+        """'sequence' when the input feeds recurrent ops (through elementwise requants), so
+        that a (T, C, H, W) input is stored frame by frame."""
+        value = self.graph.input
+        while True:
+            users = self.graph.consumers(value)
+            if len(users) != 1:
+                return "channels"
+            op = users[0].op
+            if getattr(OPS[op], "input_layout", None) == "sequence":
+                return "sequence"
+            if op != "requant":
+                return "channels"
+            value = users[0].output
 
     def config(self, output_dir: str) -> dict:
         return {

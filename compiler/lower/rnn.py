@@ -92,54 +92,93 @@ def _weights_layer(hl, node, out: TensorType, x: TensorType, class_name: str, at
     hl.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout="flat")
 
 
+def _lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act: cp.Act, oq: QuantAttrs,
+               cifg: bool, has_input: bool = True) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
+    """Types, constants and gate structs of one LSTM-gated cell (names in ``A`` prefixed by
+    ``p``); returns (body, concatenated biases, gate tables, cell tanh table)."""
+    from ..ops.lstm import GATES
+
+    T = {k[len(p):]: v for k, v in A.types.items() if k.startswith(p)}
+    H = gates["i"].wh.codes.shape[0]
+    table, offsets = _tables([gates[g] for g in GATES])
+    biases, blocks = [], []
+    for k, g in enumerate(GATES):
+        gate = gates[g]
+        if cifg and g == "f":
+            blocks.append(render("rnn/cifg_gate.tpl", name=g, act_t=cint(T["f_act"])))
+            biases.append(np.zeros(H, dtype=np.int64))
+            continue
+        b, bf = _bias(gate.bias, gate.bias_frac, H, T[f"{g}_acc"].frac)
+        biases.append(b)
+        blocks.append(render(
+            "rnn/lstm_gate.tpl", name=g, ax_t=cint(T[f"{g}_ax"]) if has_input else "ap_int<2>",
+            ah_t=cint(T[f"{g}_ah"]), acc_t=cint(T[f"{g}_acc"]), q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
+            sh_ax=_shift(T, f"{g}_acc", f"{g}_ax") if has_input else 0, sh_ah=_shift(T, f"{g}_acc", f"{g}_ah"),
+            sh_b=_shift(T, f"{g}_acc", bf), table_offset=offsets[k], **_quant_fields(gate.acc, T[f"{g}_acc"].frac)))
+    types = "\n".join([f"    typedef {cint(oq.out)} h_t;", f"    typedef {cint(cq.out)} c_t;",
+                       *(f"    typedef {cint(T[n])} {n}_t;" for n in ("fc", "ig", "fc_q", "ig_q", "c_sum", "c_tanh", "h_prod"))])
+    one = int(np.clip(1 << gates["i"].act.out.out.frac, gates["i"].act.out.qmin, gates["i"].act.out.qmax))
+    body = render(
+        "rnn/lstm_body.tpl", types=types, gates="\n".join(blocks), cifg_one=one,
+        sh_fc=T["fc"].frac - cq.out.frac, sh_ig=T["ig"].frac - cq.out.frac, sh_sum_fc=_shift(T, "c_sum", "fc_q"),
+        sh_sum_ig=_shift(T, "c_sum", "ig_q"), sh_c=T["c_sum"].frac - cq.out.frac, c_mode=MODES[cq.rounding],
+        c_min=cq.qmin, c_max=cq.qmax, sh_h=T["h_prod"].frac - oq.out.frac, h_mode=MODES[oq.rounding],
+        h_min=oq.qmin, h_max=oq.qmax)
+    return body, np.concatenate(biases), table, cell_act.table(cq)
+
+
 def lower_lstm(attrs, hl, node, x: TensorType, out: TensorType, A: cp.IntervalArith) -> None:
     from ..ops.lstm import GATES
 
     if np.any(attrs.h0) or np.any(attrs.c0):
         raise UnsupportedModelError(f"node '{node.name}': the HLS LSTM starts from zero states; this model's are not zero")
-    H = attrs.hidden
     gates = dict(zip(GATES, attrs.gates))
-    live = [g for g in GATES if not (attrs.cifg and g == "f")]
     kind, stored, wprec = codebook([gates[g].wx for g in GATES] + [gates[g].wh for g in GATES])
     wx, wh = np.concatenate(stored[:4]), np.concatenate(stored[4:])
-    table, offsets = _tables([gates[g] for g in GATES])
-    biases, gate_blocks = [], []
-    for k, g in enumerate(GATES):
-        gate = gates[g]
-        if g not in live:
-            gate_blocks.append(render("rnn/cifg_gate.tpl", name=g, act_t=cint(A.types["f_act"])))
-            biases.append(np.zeros(H, dtype=np.int64))
-            continue
-        b, bf = _bias(gate.bias, gate.bias_frac, H, A.types[f"{g}_acc"].frac)
-        biases.append(b)
-        gate_blocks.append(render(
-            "rnn/lstm_gate.tpl", name=g, ax_t=cint(A.types[f"{g}_ax"]), ah_t=cint(A.types[f"{g}_ah"]),
-            acc_t=cint(A.types[f"{g}_acc"]), q_t=cint(A.types[f"{g}_q"]), act_t=cint(A.types[f"{g}_act"]),
-            sh_ax=_shift(A.types, f"{g}_acc", f"{g}_ax"), sh_ah=_shift(A.types, f"{g}_acc", f"{g}_ah"),
-            sh_b=_shift(A.types, f"{g}_acc", bf), table_offset=offsets[k],
-            **_quant_fields(gate.acc, A.types[f"{g}_acc"].frac)))
-    b = np.concatenate(biases)
-    ctable = attrs.cell_act.table(attrs.cell)
-    cq, oq = attrs.cell, attrs.out
-    types = "\n".join([
-        f"    typedef {cint(x.ftype)} x_t;", f"    typedef {cint(oq.out)} h_t;", f"    typedef {cint(cq.out)} c_t;",
-        _types(A, ["fc", "ig", "fc_q", "ig_q", "c_sum", "c_tanh", "h_prod"])])
-    one = int(np.clip(1 << gates["i"].act.out.out.frac, gates["i"].act.out.qmin, gates["i"].act.out.qmax))
-    consts = {
-        "sh_fc": A.types["fc"].frac - cq.out.frac, "sh_ig": A.types["ig"].frac - cq.out.frac,
-        "sh_sum_fc": _shift(A.types, "c_sum", "fc_q"), "sh_sum_ig": _shift(A.types, "c_sum", "ig_q"),
-        "sh_c": A.types["c_sum"].frac - cq.out.frac, "c_mode": MODES[cq.rounding], "c_min": cq.qmin, "c_max": cq.qmax,
-        "sh_h": A.types["h_prod"].frac - oq.out.frac, "h_mode": MODES[oq.rounding], "h_min": oq.qmin, "h_max": oq.qmax,
-    }
-    body = render("rnn/lstm_body.tpl", types=types, gates="\n".join(gate_blocks), cifg_one=one, **consts)
+    body, b, table, ctable = _lstm_body(A, "", gates, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg)
+    body = f"    typedef {cint(x.ftype)} x_t;\n" + body
     _weights_layer(hl, node, out, x, "TesseraLSTM", {
-        "n_hidden": H, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences, "cifg": attrs.cifg,
-        "wkind": KINDS[kind], "body": body,
+        "n_hidden": attrs.hidden, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
+        "cifg": attrs.cifg, "wkind": KINDS[kind], "body": body,
     }, {"wx": wx, "wh": wh, "b": b, "gate_table": table, "cell_table": ctable}, {
         "wx": wprec, "wh": wprec, "b": int_precision(int(b.min()), int(b.max())),
         "gate_table": int_precision(int(table.min()), int(table.max())),
         "cell_table": int_precision(int(ctable.min()), int(ctable.max())),
     })
+
+
+def lower_convlstm(attrs, hl, node, x: TensorType, out: TensorType, A: cp.IntervalArith) -> None:
+    """Encoder (and forecaster) cells as nested ``enc`` / ``fc`` structs of one config."""
+    from ..ops.lstm import GATES
+
+    cells = [("enc", attrs.encoder, True)] + ([("fc", attrs.forecaster, False)] if attrs.forecaster else [])
+    arrays, precisions, blocks = {}, {}, []
+    for name, cell, has_input in cells:
+        gates = dict(zip(GATES, cell.gates))
+        mats = ([gates[g].wx for g in GATES] if has_input else []) + [gates[g].wh for g in GATES]
+        kind, stored, wprec = codebook(mats)
+        body, b, table, ctable = _lstm_body(A, f"{name}_", gates, cell.cell, cell.cell_act, cell.out, False, has_input)
+        if has_input:
+            arrays[f"{name}_wx"], precisions[f"{name}_wx"] = np.concatenate(stored[:4]), wprec
+        arrays[f"{name}_wh"], precisions[f"{name}_wh"] = np.concatenate(stored[-4:]), wprec
+        for key, v in (("b", b), ("gate_table", table), ("cell_table", ctable)):
+            arrays[f"{name}_{key}"], precisions[f"{name}_{key}"] = v, int_precision(int(v.min()), int(v.max()))
+        blocks.append(render("rnn/convlstm_cell.tpl", name=name, has_input=str(has_input).lower(), wkind=KINDS[kind],
+                             wx_t=f"{name}_wx_t" if has_input else "ap_int<2>", body=body))
+    hand = {"sh_handover_h": 0, "sh_handover_c": 0}
+    if attrs.forecaster is not None:
+        hand = {"sh_handover_h": attrs.encoder.out.out.frac - attrs.forecaster.out.out.frac,
+                "sh_handover_c": attrs.encoder.cell.out.frac - attrs.forecaster.cell.out.frac}
+    t, c, hh, ww = x.shape
+    layer = {"class_name": "TesseraConvLSTMForecaster" if attrs.forecaster else "TesseraConvLSTM",
+             "n_steps": t, "n_in": c, "n_hidden": attrs.encoder.hidden, "height": hh, "width": ww,
+             "kernel": attrs.encoder.kernel, "steps_out": attrs.steps_out,
+             "out_shape": [out.shape[0], hh, ww, out.shape[1]],
+             "body": f"    typedef {cint(x.ftype)} x_t;\n" + "\n".join(f"    static const int {k} = {v};" for k, v in hand.items())
+             + "\n" + "\n".join(blocks)}
+    for k, v in arrays.items():
+        layer[f"{k}_data"] = np.asarray(v, dtype=np.float64).reshape(-1)
+    hl.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout="sequence")
 
 
 def lower_gru(attrs, hl, node, x: TensorType, out: TensorType, A: cp.IntervalArith) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import avgpool, conv, convtranspose, dense, flatten, gru, leakyrelu, lstm, lut, maxpool, merge, quant, relu, upsample
+from . import avgpool, conv, convlstm, convtranspose, dense, flatten, gru, leakyrelu, lstm, lut, maxpool, merge, quant, relu, upsample
 from .base import OpDef
 
 OPS: dict[str, OpDef] = {
@@ -21,6 +21,7 @@ OPS: dict[str, OpDef] = {
     merge.ADD.name: merge.ADD,
     lstm.OP.name: lstm.OP,
     gru.OP.name: gru.OP,
+    convlstm.OP.name: convlstm.OP,
 }
 
 __all__ = ["OPS", "OpDef"]

@@ -220,6 +220,19 @@ class OnnxArith:
         return self.b.op("Gather", [self.b.const(table.astype(np.int64)), idx], axis=0)
 
 
+class Prefixed:
+    """A back end whose recorded names get a prefix (two cells in one op)."""
+
+    def __init__(self, inner, prefix: str) -> None:
+        self.inner, self.prefix = inner, prefix
+
+    def record(self, name: str, x: Fx) -> None:
+        self.inner.record(self.prefix + name, x)
+
+    def __getattr__(self, item):
+        return getattr(self.inner, item)
+
+
 # ---------------------------------------------------------------------------------------
 # the fixed-point helpers the cells are written with
 # ---------------------------------------------------------------------------------------

@@ -59,13 +59,14 @@ class Attrs:
         return int(self.gates[0].wh.codes.shape[0])
 
 
-def gate_acc(A, x: cp.Fx, h: cp.Fx, gate: Gate, name: str) -> cp.Fx:
-    """``W_x x + W_h h + b`` exactly; the partial sums are named for the HLS types."""
-    ax = cp.named(A, f"{name}_ax", cp.linear(A, x, gate.wx))
-    ah = cp.named(A, f"{name}_ah", cp.linear(A, h, gate.wh))
-    acc = cp.add(A, ax, ah)
+def gate_acc(A, x: cp.Fx | None, h: cp.Fx, gate: Gate, name: str, conv: bool = False) -> cp.Fx:
+    """``W_x x + W_h h + b`` exactly (matrix products, or 'same' convolutions for ConvLSTM;
+    no ``W_x x`` term for a cell without input); partial sums named for the HLS types."""
+    acc = cp.named(A, f"{name}_ah", cp.linear(A, h, gate.wh, conv=conv))
+    if x is not None:
+        acc = cp.add(A, cp.named(A, f"{name}_ax", cp.linear(A, x, gate.wx, conv=conv)), acc)
     if gate.bias is not None:
-        acc = cp.add(A, acc, cp.bias_fx(A, gate.bias, gate.bias_frac))
+        acc = cp.add(A, acc, cp.bias_fx(A, gate.bias, gate.bias_frac, conv=conv))
     return cp.named(A, f"{name}_acc", acc)
 
 

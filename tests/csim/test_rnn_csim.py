@@ -33,3 +33,11 @@ def test_gru_csim(make_graph, make_type, rnn_builders, rng, tmp_path, io_type, k
     attrs = rnn_builders["gru"](rng, 5, 4, kind, return_sequences=io_type == "io_parallel")
     g = make_graph(make_type(8, 5, True, (6, 5)), ("gru", attrs))
     csim_exact(g, tmp_path, io_type, n=200)
+
+
+@pytest.mark.parametrize("io_type,kind,forecaster_steps", [("io_parallel", "ternary", 0), ("io_stream", "binary", 0),
+                                                           ("io_parallel", "quaternary", 3), ("io_stream", "int8", 2)])
+def test_convlstm_csim(make_graph, make_type, rnn_builders, rng, tmp_path, io_type, kind, forecaster_steps):
+    attrs = rnn_builders["convlstm"](rng, 3, 4, kind=kind, forecaster_steps=forecaster_steps)
+    g = make_graph(make_type(8, 6, True, (3, 3, 5, 6)), ("convlstm", attrs))
+    csim_exact(g, tmp_path, io_type, n=40)

@@ -9,6 +9,7 @@ import pytest
 
 from tessera.compiler.reference.emit import emit_reference
 
+from ..conftest import random_convlstm
 from .test_ops_exact import check_exact
 
 
@@ -107,3 +108,34 @@ def test_wide_accumulators_stay_exact(make_graph, make_type, rnn_builders, rng):
     g = make_graph(make_type(8, 6, True, (4, 6)), ("lstm", attrs))
     assert any(n.op_type == "Mod" for n in emit_reference(g).graph.node)
     check_exact(g, n=200)
+
+
+@pytest.mark.parametrize("kind,forecaster_steps", [("ternary", 0), ("binary", 3), ("int8", 2)])
+def test_convlstm_exact(make_graph, make_type, rnn_builders, rng, kind, forecaster_steps):
+    attrs = rnn_builders["convlstm"](rng, 3, 4, kind=kind, forecaster_steps=forecaster_steps)
+    g = make_graph(make_type(8, 6, True, (3, 3, 5, 6)), ("convlstm", attrs))
+    y = check_exact(g, n=60)
+    assert y.shape == (60, forecaster_steps or 3, 4, 5, 6)
+    assert _sat_fraction(y, (attrs.forecaster or attrs.encoder).out) > 0
+
+
+def test_convlstm_reference_is_a_convolution(rng):
+    """One step from zero states, checked against an explicit loop over pixels and taps."""
+    from tessera.compiler.ops import cellprog as cp
+    from tessera.compiler.ops.convlstm import cell_step
+
+    attrs = random_convlstm(rng, 2, 3, k=3, kind="int8")
+    x = rng.integers(-128, 128, size=(2, 2, 4, 5))
+    zero = np.zeros((2, 3, 4, 5), dtype=np.int64)
+    A = cp.NumpyArith()
+    gate = attrs.encoder.gates[0]
+    got = A.conv(x, gate.wx.codes)
+    want = np.zeros_like(got)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for o in range(3):
+        for i in range(4):
+            for j in range(5):
+                want[:, o, i, j] = np.einsum("ncij,cij->n", xp[:, :, i:i + 3, j:j + 3], gate.wx.codes[o])
+    assert np.array_equal(got, want)
+    h, c = cell_step(A, attrs.encoder, cp.Fx(x, 6), [cp.Fx(zero, 8), cp.Fx(zero, 7)])
+    assert h.v.shape == c.v.shape == (2, 3, 4, 5)

@@ -1,0 +1,159 @@
+"""Quantized ConvLSTM (``tessera.custom_op::QuantConvLSTMCell``, docs/rnn_export.md), with an
+optional forecaster: the encoder-forecaster frame predictor of Shi et al. (2015).
+
+Input ``(T, C, H, W)`` codes.  The encoder cell runs over the ``T`` input frames from zero
+states; with a forecaster (a second cell without input whose initial states are the
+encoder's last ``h``, ``c``, passed through the forecaster's ``output`` / ``cell_state``
+quantizers), it then runs ``steps_out`` more steps.  Output: the hidden state of every
+step of the last cell, ``(T', Hc, H, W)``.
+
+One step is the LSTM step of :mod:`.lstm` with every matrix product replaced by a 2D
+'same' convolution (stride 1, zero padding ``k // 2``); it is the same code
+(:func:`.lstm.gate_acc`, :func:`.lstm.gated_state`) on :mod:`.cellprog`'s back ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import TensorType
+from . import cellprog as cp
+from .base import OpDef
+from .lstm import GATES, Gate, check_table_inputs, gate_acc, gated_state
+from .quant import Attrs as QuantAttrs
+
+
+@dataclass(frozen=True, eq=False)
+class Cell:
+    gates: tuple[Gate, Gate, Gate, Gate]  # i f c o; wx is None for a cell without input
+    cell: QuantAttrs
+    cell_act: cp.Act
+    out: QuantAttrs
+
+    @property
+    def hidden(self) -> int:
+        return int(self.gates[0].wh.codes.shape[0])
+
+    @property
+    def kernel(self) -> int:
+        return int(self.gates[0].wh.codes.shape[-1])
+
+
+@dataclass(frozen=True, eq=False)
+class Attrs:
+    encoder: Cell
+    forecaster: Cell | None = None
+    steps_out: int = 0
+    reverse: bool = False  # (no reversed ConvLSTM; kept for the shared drivers)
+    return_sequences: bool = True
+
+
+def cell_step(A, cell: Cell, x: cp.Fx | None, state: list[cp.Fx]) -> list[cp.Fx]:
+    h, c = state
+    gates = dict(zip(GATES, cell.gates))
+    accs = {g: gate_acc(A, x, h, gates[g], g, conv=True) for g in GATES}
+    return list(gated_state(A, accs, gates, c, cell.cell, cell.cell_act, cell.out, cifg=False))
+
+
+def handover(A, enc: Cell, fc: Cell, state: list[cp.Fx]) -> list[cp.Fx]:
+    """The encoder's last states through the forecaster's state quantizers."""
+    h, c = state
+    return [cp.requant(A, h, fc.out), cp.requant(A, c, fc.cell)]
+
+
+class ConvLstm(OpDef):
+    name = "convlstm"
+    input_layout = "sequence"
+
+    def check(self, a: Attrs, x: TensorType, node: str) -> None:
+        if len(x.shape) != 4:
+            raise UnsupportedModelError(f"node '{node}': ConvLSTM input must be (steps, channels, height, width), got {x.shape}")
+        cells = [a.encoder] + ([a.forecaster] if a.forecaster else [])
+        for k, cell in enumerate(cells):
+            hc, ks = cell.hidden, cell.kernel
+            for g in cell.gates:
+                if g.wh.codes.shape != (hc, hc, ks, ks) or ks % 2 != 1:
+                    raise UnsupportedModelError(f"node '{node}': ConvLSTM state kernels must be (Hc, Hc, k, k) with odd k")
+                if k == 0 and (g.wx is None or g.wx.codes.shape != (hc, x.shape[1], ks, ks)):
+                    raise UnsupportedModelError(f"node '{node}': ConvLSTM input kernels do not match input {x.shape}")
+            if not (-128 <= cell.out.qmin and cell.out.qmax <= 127) or (k == 0 and not (-128 <= x.lo and x.hi <= 127)):
+                raise UnsupportedModelError(f"node '{node}': ConvLSTM convolves signed 8-bit codes only (input and hidden state)")
+            check_table_inputs([cell.cell, *(g.acc for g in cell.gates)], node)
+        if a.forecaster is not None and a.forecaster.hidden != a.encoder.hidden:
+            raise UnsupportedModelError(f"node '{node}': encoder and forecaster state sizes differ")
+
+    def analyze(self, a: Attrs, x: TensorType) -> cp.IntervalArith:
+        A = cp.IntervalArith()
+        cells = [("enc_", a.encoder, cp.Fx((x.lo, x.hi), x.ftype.frac))]
+        if a.forecaster is not None:
+            cells.append(("fc_", a.forecaster, None))
+        for prefix, cell, xin in cells:
+            state = [cp.Fx((q.qmin, q.qmax), q.out.frac) for q in (cell.out, cell.cell)]
+            cell_step(cp.Prefixed(A, prefix), cell, xin, state)
+        return A
+
+    def infer(self, a: Attrs, ins, node):
+        (x,) = ins
+        self.check(a, x, node)
+        try:
+            A = self.analyze(a, x)
+        except UnsupportedModelError as exc:
+            raise UnsupportedModelError(f"node '{node}': {exc}") from None
+        last = a.forecaster or a.encoder
+        steps = a.steps_out if a.forecaster else x.shape[0]
+        lo, hi = A.ranges[("fc_" if a.forecaster else "enc_") + "h_new"]
+        return TensorType((steps, last.hidden, x.shape[2], x.shape[3]), last.out.out, lo, hi)
+
+    def _run(self, A, a: Attrs, xs_t: list, zeros) -> list:
+        enc = a.encoder
+        state = [cp.Fx(zeros(), enc.out.out.frac), cp.Fx(zeros(), enc.cell.out.frac)]
+        hs = []
+        for x in xs_t:
+            state = cell_step(A, enc, x, state)
+            hs.append(state[0])
+        if a.forecaster is None:
+            return hs
+        state = handover(A, enc, a.forecaster, state)
+        hs = []
+        for _ in range(a.steps_out):
+            state = cell_step(A, a.forecaster, None, state)
+            hs.append(state[0])
+        return hs
+
+    def reference(self, a: Attrs, xs, ins, out):
+        x = xs[0].astype(np.int64)
+        n, _, _, hh, ww = x.shape
+        steps = [cp.Fx(x[:, t], ins[0].ftype.frac) for t in range(x.shape[1])]
+        hs = self._run(cp.NumpyArith(), a, steps, lambda: np.zeros((n, a.encoder.hidden, hh, ww), dtype=np.int64))
+        return np.stack([h.v for h in hs], axis=1)
+
+    def emit_onnx(self, a: Attrs, b, xs, ins, out):
+        A = cp.OnnxArith(b)
+        steps = [cp.Fx(b.op("Gather", [xs[0], b.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
+                 for t in range(ins[0].shape[0])]
+        _, _, hh, ww = ins[0].shape
+        # zeros (N, Hc, H, W): the first frame's first channel times 0, broadcast
+        first = b.op("Gather", [steps[0].v, b.const(np.array([0], dtype=np.int64))], axis=1)
+        zeros = b.op("Add", [b.op("Mul", [first, b.const(np.array(0, dtype=np.int64))]),
+                             b.const(np.zeros((1, a.encoder.hidden, hh, ww), dtype=np.int64))])
+        hs = self._run(A, a, steps, lambda: zeros)
+        return b.op("Concat", [b.op("Unsqueeze", [h.v, b.const(np.array([1], dtype=np.int64))]) for h in hs], axis=1)
+
+    def lower(self, a: Attrs, hl, node, ins, out):
+        from ..lower.rnn import lower_convlstm
+
+        lower_convlstm(a, hl, node, ins[0], out, self.analyze(a, ins[0]))
+
+    def macs(self, a: Attrs, ins, out):
+        t, c, hh, ww = ins[0].shape
+        enc, k2 = a.encoder, a.encoder.kernel ** 2
+        total = t * 4 * enc.hidden * hh * ww * k2 * (c + enc.hidden)
+        if a.forecaster is not None:
+            total += a.steps_out * 4 * enc.hidden * hh * ww * a.forecaster.kernel ** 2 * enc.hidden
+        return int(total)
+
+
+OP = ConvLstm()

@@ -1,0 +1,1 @@
+nnet::tessera_convlstm_forecast_${form}<${input_t}, ${output_t}, ${config}>(${input}, ${output}, ${enc_wx}, ${enc_wh}, ${enc_b}, ${enc_gate_table}, ${enc_cell_table}, ${fc_wh}, ${fc_b}, ${fc_gate_table}, ${fc_cell_table});
