@@ -19,8 +19,8 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
-from ..ops import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, upsample
-from .recurrent import RECURRENT_OPS, import_gru, import_lstm
+from ..ops import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, transpose, upsample
+from .recurrent import RECURRENT_OPS, import_convlstm, import_gru, import_lstm
 
 ALIAS_OPS = {"Identity", "Dropout"}
 QCDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -323,6 +323,17 @@ class _Importer:
 
     def on_QuantGRUCell(self, node: onnx.NodeProto) -> None:
         import_gru(self, node)
+
+    def on_QuantConvLSTMCell(self, node: onnx.NodeProto) -> None:
+        import_convlstm(self, node)
+
+    def on_Transpose(self, node: onnx.NodeProto) -> None:
+        """Swapping the two axes after the batch (e.g. frames (N, T, C, H, W) <-> volume
+        (N, C, T, H, W) around a per-frame 1x1x1 Conv): a relabelling, no data movement."""
+        perm = list(_attr(node, "perm", []))
+        if len(perm) < 3 or perm[:3] != [0, 2, 1] or perm[3:] != list(range(3, len(perm))):
+            raise UnsupportedModelError(f"node '{node.name}' (Transpose): only swapping axes 1 and 2 is supported, got {perm}")
+        self.add(node, "transpose", [self.value(node.input[0], node)], transpose.Attrs())
 
     def on_Gather(self, node: onnx.NodeProto) -> None:
         """``y[:, t]`` of a recurrent op's output sequence, for the last processed step only:

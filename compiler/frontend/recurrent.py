@@ -133,3 +133,79 @@ def import_gru(imp, node) -> None:
     attrs = gru.Attrs(tuple(gates), qs["output"], _state_codes(node, h0, qs["output"], hidden, "H0"),
                       reverse=bool(imp.attr(node, "reverse_input", 0)))
     imp.add(node, "gru", [x], attrs)
+
+
+CONVLSTM_QUANTIZERS = ("input_acc", "forget_acc", "cell_acc", "output_acc", "input_sigmoid", "forget_sigmoid",
+                       "cell_tanh", "output_sigmoid", "hidden_state_tanh", "cell_state", "output")
+
+
+class CellState:
+    """The last ``h`` or ``c`` of a recurrent IR node (only a forecaster cell may read it)."""
+
+    def __init__(self, node, which: str) -> None:
+        self.node, self.which = node, which
+
+
+def _convlstm_cell(imp, node, has_input: bool):
+    from ..ops import convlstm
+
+    c = [None] + [imp.const_or_none(n, node) if i not in (1, 2) or has_input else None
+                  for i, n in enumerate(node.input[1:], start=1)] + [None] * (6 - len(node.input))
+    w_x, w_h, b = c[3:6]
+    qs = {q: _quant(node, q, imp.attr(node, f"{q}_scale"), None, imp.attr(node, f"{q}_bit_width"),
+                    imp.attr(node, f"{q}_signed", 1), imp.attr(node, f"{q}_narrow", 0),
+                    imp.attr(node, f"{q}_rounding_mode", "ROUND")) for q in CONVLSTM_QUANTIZERS}
+    hc = int(imp.attr(node, "hidden_channels"))
+    k = int(imp.attr(node, "kernel_size"))
+    if str(imp.attr(node, "gate_order", "ifco")) != "ifco" or w_h is None or w_h.shape != (4 * hc, hc, k, k):
+        raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): expects gate order ifco and (4Hc, Hc, k, k) state kernels")
+    if has_input and (w_x is None or w_x.shape[0] != 4 * hc):
+        raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): input kernels must be constant (4Hc, C, k, k)")
+    bias_on = str(imp.attr(node, "bias_on", "x" if has_input else "h"))
+    if bias_on not in ("x", "h"):
+        raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): bias_on must be 'x' or 'h'")
+    acc_q = ("input_acc", "forget_acc", "cell_acc", "output_acc")
+    act_q = ("input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid")
+    gates = []
+    for i, g in enumerate(lstm.GATES):
+        rows = slice(i * hc, (i + 1) * hc)
+        bias, bf = _bias(node, None if b is None else np.asarray(b).reshape(-1)[rows], f"bias of gate {g}")
+        gates.append(lstm.Gate(_weights(node, w_x[rows], f"input kernels of gate {g}") if has_input else None,
+                               _weights(node, w_h[rows], f"state kernels of gate {g}"), bias, bf, qs[acc_q[i]],
+                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[i]])))
+    return convlstm.Cell(tuple(gates), qs["cell_state"], cp.Act("tanh", qs["hidden_state_tanh"]), qs["output"]), c
+
+
+def import_convlstm(imp, node) -> None:
+    """Tessera ``QuantConvLSTMCell`` -> ``convlstm``: a cell with input starts a node (zero
+    initial states); a cell without input whose ``H0``/``C0`` are another cell's last
+    states becomes that node's forecaster."""
+    import dataclasses
+
+    from ..ops import convlstm
+
+    _common(imp, node)
+    has_input = bool(node.input[0])
+    if has_input:
+        x = imp.value(node.input[0], node)
+        cell, c = _convlstm_cell(imp, node, True)
+        if any(v is not None and np.any(v) for v in c[1:3]):
+            raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): only zero initial states are supported")
+        imp.add(node, "convlstm", [x], convlstm.Attrs(cell))
+        ir = imp.graph.nodes[-1]
+        for out, which in zip(node.output[1:3], ("h", "c")):
+            if out:
+                imp.env[out] = CellState(ir, which)
+        return
+    h0, c0 = (imp.env.get(n) for n in node.input[1:3])
+    if not (isinstance(h0, CellState) and isinstance(c0, CellState) and h0.node is c0.node and
+            (h0.which, c0.which) == ("h", "c") and h0.node.attrs.forecaster is None):
+        raise UnsupportedModelError(
+            f"node '{node.name}' (QuantConvLSTMCell): a cell without input must start from another cell's last h and c")
+    cell, _ = _convlstm_cell(imp, node, False)
+    prod = h0.node
+    if sum(1 for n in imp.model.graph.node if n.name in imp.live and prod.output in n.input):
+        raise UnsupportedModelError(f"node '{node.name}': the encoder's output sequence is also used elsewhere")
+    prod.attrs = dataclasses.replace(prod.attrs, forecaster=cell, steps_out=int(imp.attr(node, "steps")))
+    prod.output = node.output[0]
+    imp.env[node.output[0]] = node.output[0]

@@ -92,6 +92,11 @@ class HlsLowering:
         self.precisions[name] = {"Precision": precision, "ReuseFactor": self.opts.reuse}
         self.layer_of[node.output] = name
 
+    def alias(self, node: Node, perm: np.ndarray) -> None:
+        """A layout-only op: its output is its input's hls4ml tensor with another index map."""
+        self.layer_of[node.output] = self.layer_of[node.inputs[0]]
+        self.perm[node.output] = perm
+
     def run(self) -> None:
         tin = self.graph.values[self.graph.input]
         layout = self.input_layout()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from . import avgpool, conv, convlstm, convtranspose, dense, flatten, gru, leakyrelu, lstm, lut, maxpool, merge, quant, relu, upsample
+from . import (avgpool, conv, convlstm, convtranspose, dense, flatten, gru, leakyrelu, lstm, lut, maxpool, merge, quant,
+               relu, transpose, upsample)
 from .base import OpDef
 
 OPS: dict[str, OpDef] = {
@@ -22,6 +23,7 @@ OPS: dict[str, OpDef] = {
     lstm.OP.name: lstm.OP,
     gru.OP.name: gru.OP,
     convlstm.OP.name: convlstm.OP,
+    transpose.OP.name: transpose.OP,
 }
 
 __all__ = ["OPS", "OpDef"]

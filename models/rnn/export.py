@@ -41,6 +41,7 @@ __all__ = [
     "CUSTOM_DOMAIN",
     "QONNX_DOMAIN",
     "export_convlstm",
+    "export_forecaster",
     "export_gru",
     "export_lstm",
     "export_sentiment",
@@ -108,11 +109,13 @@ class _GraphBuilder:
         self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
         return name
 
-    def weight(self, name: str, layer: nn.Module) -> str:
-        """Initializer of a quantized weight (+ its Quant node), or a float initializer."""
+    def weight(self, name: str, layer: nn.Module, shape: tuple[int, ...] | None = None) -> str:
+        """Initializer of a quantized weight (+ its Quant node), or a float initializer;
+        ``shape`` reshapes it (e.g. a 2D 1x1 kernel written as 3D 1x1x1)."""
         if layer.weight_quant.is_quant_enabled:
             qw = layer.quant_weight()
             value = qw.value.detach().cpu().numpy()
+            value = value.reshape(shape) if shape is not None else value
             scale, bits = _f(qw.scale), int(round(_f(qw.bit_width)))
             self.const(name, value)
             out = f"{name}_q"
@@ -129,7 +132,8 @@ class _GraphBuilder:
                     signed=1, narrow=int(bool(layer.weight_quant.is_narrow_range)),
                     rounding_mode="ROUND"))
             return out
-        self.const(name, layer.weight.detach().cpu().numpy())
+        value = layer.weight.detach().cpu().numpy()
+        self.const(name, value.reshape(shape) if shape is not None else value)
         return name
 
     def bias(self, name: str, layer: nn.Module, captured: dict) -> str:
@@ -281,6 +285,25 @@ def export_gru(gru: QuantGRU, path: str | Path, seq_len: int = 4) -> Path:
 # ---------------------------------------------------------------------------------------
 
 
+def _convlstm_node(g: "_GraphBuilder", cell: QuantConvLSTM, cap: dict, prefix: str, xq: str, h0: str, c0: str,
+                   steps: int, outputs: list[str]) -> None:
+    """Append one ``QuantConvLSTMCell`` node (initializers named ``{prefix}W_x`` ...)."""
+    has_x = cell.conv_x is not None
+    if has_x:
+        w_x = g.weight(f"{prefix}W_x", cell.conv_x)
+        b = g.bias(f"{prefix}B", cell.conv_x, cap)
+    else:
+        w_x = ""
+        b = g.bias(f"{prefix}B", cell.conv_h, cap)
+    w_h = g.weight(f"{prefix}W_h", cell.conv_h)
+    attrs = {"hidden_channels": cell.hidden_channels, "kernel_size": cell.kernel_size, "gate_order": "ifco",
+             "bias_on": "x" if has_x else "h", "steps": int(steps)}
+    for q in CONVLSTM_QUANTIZERS:
+        attrs.update(quant_attrs(getattr(cell, f"{q}_quant"), q))
+    g.nodes.append(helper.make_node("QuantConvLSTMCell", [xq, h0, c0, w_x, w_h, b], outputs,
+                                    name=f"{prefix}QuantConvLSTMCell", domain=CUSTOM_DOMAIN, **attrs))
+
+
 def export_convlstm(cell: QuantConvLSTM, path: str | Path, seq_len: int = 4,
                     height: int = 16, width: int = 16) -> Path:
     """Export a :class:`~.cells.QuantConvLSTM` as ``[Quant(x) ->] QuantConvLSTMCell``.
@@ -302,7 +325,7 @@ def export_convlstm(cell: QuantConvLSTM, path: str | Path, seq_len: int = 4,
     was = _eval_copy_state(cell)
     device = next(cell.parameters()).device
     cell.cpu()
-    hc, k = cell.hidden_channels, cell.kernel_size
+    hc = cell.hidden_channels
     has_x = cell.conv_x is not None
     try:
         with torch.no_grad(), codebook_export_mode(cell):
@@ -318,24 +341,14 @@ def export_convlstm(cell: QuantConvLSTM, path: str | Path, seq_len: int = 4,
                 inputs.append(helper.make_tensor_value_info(
                     "x", TensorProto.FLOAT, [1, seq_len, cell.input_channels, height, width]))
                 xq = g.act_quant("x", cell.input_quant, "x_quant")
-                w_x = g.weight("W_x", cell.conv_x)
-                b = g.bias("B", cell.conv_x, cap)
                 h0 = g.const("H0", np.zeros((1, hc, height, width), np.float32))
                 c0 = g.const("C0", np.zeros((1, hc, height, width), np.float32))
             else:
-                xq, w_x = "", ""
-                b = g.bias("B", cell.conv_h, cap)
+                xq = ""
                 h0, c0 = "h0", "c0"
                 inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, hc, height, width])
                            for n in (h0, c0)]
-            w_h = g.weight("W_h", cell.conv_h)
-            attrs = {"hidden_channels": hc, "kernel_size": k, "gate_order": "ifco",
-                     "bias_on": "x" if has_x else "h", "steps": int(seq_len)}
-            for q in CONVLSTM_QUANTIZERS:
-                attrs.update(quant_attrs(getattr(cell, f"{q}_quant"), q))
-            g.nodes.append(helper.make_node(
-                "QuantConvLSTMCell", [xq, h0, c0, w_x, w_h, b], ["y", "h", "c"],
-                name="QuantConvLSTMCell_0", domain=CUSTOM_DOMAIN, **attrs))
+            _convlstm_node(g, cell, cap, "", xq, h0, c0, seq_len, ["y", "h", "c"])
             model = g.model("quant_convlstm", inputs, [
                 helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq_len, hc, height, width]),
                 helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, hc, height, width]),
@@ -344,6 +357,54 @@ def export_convlstm(cell: QuantConvLSTM, path: str | Path, seq_len: int = 4,
         cell.to(device)
         cell.train(was)
     return _save(model, path)
+
+
+def export_forecaster(model: nn.Module, path: str | Path, in_frames: int = 10, size: int = 64) -> Path:
+    """Export a :class:`~.networks.ConvLSTMForecaster` as one graph for ``tessera compile``:
+    from the space-to-depth patches of the input frames to the read-out logits.
+
+    Input ``x`` ``(1, in_frames, patch**2, size / patch, size / patch)`` (pixels in [0, 1],
+    already cut into patches; space-to-depth and depth-to-space stay on the host).  Graph:
+    ``Quant`` (``frame_quant``) -> ``Quant`` (encoder input) -> ``QuantConvLSTMCell``
+    (encoder) -> ``QuantConvLSTMCell`` (forecaster; ``H0``/``C0`` = the encoder's last
+    states) -> ``Quant`` (forecaster output quantizer, as the model applies it before the
+    read-out) -> ``Transpose`` (frames -> (N, Hc, T, H, W)) -> ``Conv`` 1x1x1 (the read-out,
+    ``Int24Bias``) -> ``Quant`` (``output_quant``) -> ``Transpose`` -> ``logits``
+    ``(1, out_frames, patch**2, size / patch, size / patch)``.
+    """
+    was = _eval_copy_state(model)
+    device = next(model.parameters()).device
+    model.cpu()
+    p, hw = model.patch, size // model.patch
+    c_in, hc, t_out = p * p, model.hidden_channels, model.out_frames
+    try:
+        with torch.no_grad(), codebook_export_mode(model):
+            with _captured_biases(model) as cap:
+                model(torch.rand(1, in_frames, 1, size, size))
+            g = _GraphBuilder()
+            xf = g.act_quant("x", model.frame_quant, "x_frames")
+            xq = g.act_quant(xf, model.encoder.input_quant, "x_quant")
+            zeros = np.zeros((1, hc, hw, hw), np.float32)
+            _convlstm_node(g, model.encoder, cap, "enc_", xq, g.const("enc_H0", zeros), g.const("enc_C0", zeros),
+                           in_frames, ["enc_y", "enc_h", "enc_c"])
+            _convlstm_node(g, model.forecaster, cap, "fc_", "", "enc_h", "enc_c", t_out, ["fc_y", "fc_h", "fc_c"])
+            hq = g.act_quant("fc_y", model.forecaster.output_quant, "fc_y_q")
+            g.nodes.append(helper.make_node("Transpose", [hq], ["fc_volume"], name="Transpose_to_volume",
+                                            perm=[0, 2, 1, 3, 4]))
+            w = g.weight("W_readout", model.readout, shape=(c_in, hc, 1, 1, 1))
+            b = g.bias("B_readout", model.readout, cap)
+            g.nodes.append(helper.make_node("Conv", ["fc_volume", w, b], ["readout_out"], name="Conv_readout",
+                                            kernel_shape=[1, 1, 1]))
+            lq = g.act_quant("readout_out", model.output_quant, "logits_volume")
+            g.nodes.append(helper.make_node("Transpose", [lq], ["logits"], name="Transpose_to_frames",
+                                            perm=[0, 2, 1, 3, 4]))
+        m = g.model("convlstm_forecaster",
+                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, in_frames, c_in, hw, hw])],
+                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, t_out, c_in, hw, hw])])
+    finally:
+        model.to(device)
+        model.train(was)
+    return _save(m, path)
 
 
 # ---------------------------------------------------------------------------------------

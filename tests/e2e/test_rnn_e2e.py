@@ -75,3 +75,42 @@ def test_sentiment_cli_verifies(tmp_path, cell, weights, io_type):
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["mismatches"] == 0 and rep["samples"] == 320 and rep["outputs"] == 640
     assert "QuantLSTMCell" in rep["user_model"]["skipped"] or "QuantGRUCell" in rep["user_model"]["skipped"]
+
+
+@pytest.mark.parametrize("weights,io_type", [("ternary", "parallel"), ("quaternary", "stream")])
+def test_convlstm_forecaster_verifies_and_equals_brevitas(tmp_path, weights, io_type):
+    """Encoder -> forecaster -> 1x1x1 read-out, from patches to logits: the exact reference
+    == brevitas on every output, and the C-simulation == the reference."""
+    from tessera.models.rnn.export import export_forecaster
+    from tessera.models.rnn.networks import ConvLSTMForecaster, space_to_depth
+
+    torch.manual_seed(0)
+    m = ConvLSTMForecaster(weights, hidden_channels=3, kernel_size=3, patch=2, out_frames=2)
+    opt = torch.optim.Adam(m.parameters(), 1e-2)
+    m.train()
+    for _ in range(55):
+        loss = m(torch.rand(4, 3, 1, 8, 8)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    m.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = export_forecaster(m, tmp_path / "f.onnx", in_frames=3, size=8)
+    g = compile_ir(path)
+    assert [n.op for n in g.nodes] == ["requant", "convlstm", "requant", "transpose", "conv", "requant", "transpose"]
+    frames = torch.rand(50, 3, 1, 8, 8, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = space_to_depth(m(frames), 2).numpy().astype(np.float64)
+    x = space_to_depth(frames, 2).numpy()
+    got = np.ldexp(run_ir(g, quantize_float(g.input_quant, x)).astype(np.float64), -g.values[g.output].ftype.frac)
+    assert np.array_equal(got, want)
+    np.save(tmp_path / "x.npy", x)
+    runner = CliRunner()
+    r = runner.invoke(main, ["compile", str(path), "-o", str(tmp_path / "prj"), "--io-type", io_type])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "100", "--data",
+                             str(tmp_path / "x.npy"), "--report", str(tmp_path / "r.json")])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["mismatches"] == 0 and rep["samples"] == 150
