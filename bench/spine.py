@@ -30,18 +30,9 @@ from tessera.compiler.verify import load_inputs, verify
 from tessera.models.train import train_model
 from tessera.models.zoo import ZOO
 
+from hls_bench import common_cells, plot_speed, weight_bits
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def weight_bits(graph) -> int:
-    bits = 0
-    for node in graph.nodes:
-        a = node.attrs
-        if hasattr(a, "weight"):
-            bits += a.weight.size * a.wtype.width
-            if a.bias is not None:
-                bits += a.bias.size * a.btype.width
-    return int(bits)
 
 
 def bench_one(name: str, io: str, work: Path, samples: int, throughput_n: int) -> dict:
@@ -109,9 +100,7 @@ def write_outputs(results: list[dict], out: Path) -> None:
     for r in results:
         u = r["user_model"]
         lines.append(
-            f"| {r['model']} | {r['io_type']} | {r['compile_s']} | {r['csim_build_s']} | {r['csim_samples_per_s']} | "
-            f"{r['ort_reference_samples_per_s']} | {r['verify_samples']} ({r['verify_random_samples']} + {r['verify_data_samples']}) | "
-            f"{r['verify_outputs']} | {r['mismatches']} | {u['outputs'] - u['differing_outputs']}/{u['outputs']} | "
+            f"| {r['model']} | {r['io_type']} | {common_cells(r)} | {u['outputs'] - u['differing_outputs']}/{u['outputs']} | "
             f"{r['brevitas_test_accuracy']:.4f} | {r['csim_test_accuracy']:.4f} | {r['macs']:,} | {r['weight_bits']:,} |")
     (out / "spine.md").write_text("\n".join(lines) + "\n")
     import matplotlib
@@ -120,21 +109,8 @@ def write_outputs(results: list[dict], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     labels = [f"{r['model']}\n{r['io_type'][3:]}" for r in results]
-    xs = np.arange(len(results))
     fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.3 * len(results)), 4.5))
-    axes[0].bar(xs - 0.2, [r["csim_samples_per_s"] for r in results], 0.4, label="g++ C-simulation")
-    axes[0].bar(xs + 0.2, [r["ort_reference_samples_per_s"] for r in results], 0.4, label="onnxruntime exact reference")
-    axes[0].set_yscale("log")
-    axes[0].set_ylabel("samples / s")
-    axes[0].set_title("emulation throughput (same inputs, outputs equal)")
-    axes[0].legend()
-    axes[1].bar(xs - 0.2, [r["compile_s"] for r in results], 0.4, label="compile (hls4ml project)")
-    axes[1].bar(xs + 0.2, [r["csim_build_s"] for r in results], 0.4, label="C-sim build (g++)")
-    axes[1].set_ylabel("seconds")
-    axes[1].set_title("build times")
-    axes[1].legend()
-    for ax in axes:
-        ax.set_xticks(xs, labels, rotation=60, ha="right", fontsize=7)
+    plot_speed(axes, results, labels)
     fig.tight_layout()
     fig.savefig(out / "spine.png", dpi=120)
 

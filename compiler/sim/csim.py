@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,35 @@ def require_gxx() -> str:
 def _last_error_line(text: str) -> str:
     lines = [ln for ln in text.splitlines() if "error" in ln.lower()] or text.strip().splitlines() or ["(no output)"]
     return lines[0].strip()[:300]
+
+
+#: Stack of the thread that calls the C-simulation: io_parallel designs keep whole feature
+#: maps in local arrays (a 32^3 U-Net overflowed the 8 MiB main-thread stack).  Virtual
+#: memory only; pages are touched as the design uses them.
+CSIM_STACK_BYTES = 1 << 30
+
+
+def _run_with_stack(fn, *args):
+    """``fn(*args)`` on a thread with a :data:`CSIM_STACK_BYTES` stack; re-raises its error."""
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            result["error"] = exc
+
+    old = threading.stack_size()
+    threading.stack_size(CSIM_STACK_BYTES)
+    try:
+        t = threading.Thread(target=target, name="tessera-csim")
+        t.start()
+    finally:
+        threading.stack_size(old)
+    t.join()
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
 
 
 class CSim:
@@ -69,13 +99,17 @@ class CSim:
         x = np.ldexp(codes.reshape(n, -1)[:, tin["perm"]].astype(np.float64), -tin["frac"])
         n_out = int(np.prod(tout["shape"]))
         y = np.zeros((n, n_out), dtype=np.float64)
-        for i in range(n):
-            xi = np.ascontiguousarray(x[i])
-            yi = np.zeros(n_out, dtype=np.float64)
-            fn(xi, yi)
-            y[i] = yi
-            if progress is not None:
-                progress(1)
+
+        def run_all():
+            for i in range(n):
+                xi = np.ascontiguousarray(x[i])
+                yi = np.zeros(n_out, dtype=np.float64)
+                fn(xi, yi)
+                y[i] = yi
+                if progress is not None:
+                    progress(1)
+
+        _run_with_stack(run_all)
         scaled = np.ldexp(y, tout["frac"])
         if not np.all(scaled == np.round(scaled)):
             raise SimulationError("C-simulation produced values off the output type's grid")

@@ -1,0 +1,127 @@
+"""Measurements shared by the benchmarks that compile models to HLS projects.
+
+``measure_project`` writes one project, builds its g++ C-simulation, and runs the full
+``verify`` (random full-range inputs + optional real inputs); the emulation throughputs it
+reports are those of the verification run itself (C-simulation and exact onnxruntime
+reference on the same inputs, whose outputs are compared with ``==``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tessera.compiler.emit import layer_table, write_project
+from tessera.compiler.frontend import compile_ir
+from tessera.compiler.lower.hls4ml_lower import HlsOptions
+from tessera.compiler.sim.csim import CSim
+from tessera.compiler.verify import verify
+
+
+#: Bits per stored weight code of the recurrent kernels (binary: 1 bit, b -> 2b - 1).
+CODEBOOK_BITS = {"binary": 1, "ternary": 2, "quaternary": 3}
+
+
+def _bias_bits(codes) -> int:
+    if codes is None or not len(codes):
+        return 0
+    from tessera.compiler.ir.types import FixedType
+
+    return int(codes.size * FixedType.for_range(min(int(codes.min()), 0), max(int(codes.max()), 0), 0).width)
+
+
+def weight_bits(graph) -> int:
+    """Bits of every weight and bias tensor as stored: linear layers at their inferred
+    fixed-point width; recurrent cells at their codebook's storage width (1/2/3 bits) or
+    their integer code width, plus biases."""
+    bits = 0
+    for node in graph.nodes:
+        a = node.attrs
+        if hasattr(a, "weight"):
+            bits += a.weight.size * a.wtype.width
+            if a.bias is not None:
+                bits += a.bias.size * a.btype.width
+        elif hasattr(a, "gates"):
+            mats = [w for g in a.gates for w in (g.wx, g.wh)]
+            kinds = {w.kind for w in mats}
+            kind = kinds.pop() if len(kinds) == 1 else "int"
+            width = CODEBOOK_BITS.get(kind) or max(w.ftype.width for w in mats)
+            bits += sum(w.codes.size for w in mats) * width
+            for g in a.gates:
+                for b in ("bias", "bx", "bh"):
+                    bits += _bias_bits(getattr(g, b, None))
+    return int(bits)
+
+
+def csim_peak_rss_mb(prj: Path, codes) -> float:
+    """Peak resident memory (MiB) of a fresh process that loads the project's C-simulation
+    and runs ``codes`` through it."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(Path(tmp) / "codes.npy", codes)
+        script = ("import resource, sys, numpy as np\n"
+                  "from tessera.compiler.sim.csim import CSim\n"
+                  f"CSim({str(prj)!r}).run_codes(np.load({str(Path(tmp) / 'codes.npy')!r}))\n"
+                  "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return round(int(out.stdout.strip().splitlines()[-1]) / 1024, 1)
+
+
+def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Path | None = None,
+                    user_samples: int = 100, seed: int = 0, tb_samples: int = 64) -> dict:
+    """Compile ``onnx_path`` into ``prj`` (``io`` = ``parallel`` | ``stream``), build the
+    C-simulation from scratch and verify it.  Returns one JSON-ready row."""
+    graph = compile_ir(onnx_path)
+    t0 = time.perf_counter()
+    write_project(graph, onnx_path, prj, HlsOptions(io_type=f"io_{io}"), force=True, tb_samples=tb_samples)
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    CSim(prj).build(rebuild=True)
+    build_s = time.perf_counter() - t0
+    rep = verify(onnx_path, prj, samples=samples, seed=seed, data=data, user_samples=user_samples)
+    rows = layer_table(graph)
+    sec = rep.seconds
+    return {
+        "io_type": f"io_{io}", "compile_s": round(compile_s, 2), "csim_build_s": round(build_s, 2),
+        "csim_samples_per_s": round(rep.samples / max(sec["csim_run"], 1e-9), 2),
+        "ort_reference_samples_per_s": round(rep.samples / max(sec["reference"], 1e-9), 2),
+        "verify_samples": rep.samples, "verify_random_samples": rep.random_samples,
+        "verify_data_samples": rep.data_samples, "verify_outputs": rep.outputs, "mismatches": rep.mismatches,
+        "reference_vs_integer_semantics_mismatches": rep.reference_vs_integer_semantics_mismatches,
+        "testbench": rep.testbench, "user_model": rep.user_model, "verify_seconds": sec,
+        "macs": int(sum(r["macs"] for r in rows)), "weight_bits": weight_bits(graph),
+        "max_accumulator_bits": max(r["width"] for r in rows), "ops": len(graph.nodes),
+    }
+
+
+def plot_speed(axes, results: list[dict], labels: list[str], unit: str = "samples", title: str = "") -> None:
+    """Two panels: C-simulation vs onnxruntime-reference throughput (log) and build times."""
+    import numpy as np
+
+    xs = np.arange(len(results))
+    axes[0].bar(xs - 0.2, [r["csim_samples_per_s"] for r in results], 0.4, label="g++ C-simulation")
+    axes[0].bar(xs + 0.2, [r["ort_reference_samples_per_s"] for r in results], 0.4, label="onnxruntime exact reference")
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel(f"{unit} / s")
+    axes[0].set_title(title or "emulation throughput (same inputs, outputs equal)")
+    axes[0].legend(fontsize=8)
+    axes[1].bar(xs - 0.2, [r["compile_s"] for r in results], 0.4, label="compile (hls4ml project)")
+    axes[1].bar(xs + 0.2, [r["csim_build_s"] for r in results], 0.4, label="C-sim build (g++)")
+    axes[1].set_ylabel("seconds")
+    axes[1].set_title("build times")
+    axes[1].legend(fontsize=8)
+    for ax in axes:
+        ax.set_xticks(xs, labels, rotation=60, ha="right", fontsize=7)
+
+
+def common_cells(r: dict) -> str:
+    """Markdown cells shared by the HLS benchmark tables: compile s | C-sim build s | C-sim/s |
+    reference/s | verified samples (random + data) | outputs | mismatches."""
+    return (f"{r['compile_s']} | {r['csim_build_s']} | {r['csim_samples_per_s']} | {r['ort_reference_samples_per_s']} | "
+            f"{r['verify_samples']} ({r['verify_random_samples']} + {r['verify_data_samples']}) | "
+            f"{r['verify_outputs']:,} | {r['mismatches']}")
