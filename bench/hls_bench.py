@@ -54,8 +54,9 @@ def weight_bits(graph) -> int:
 
 
 def csim_peak_rss_mb(prj: Path, codes) -> float:
-    """Peak resident memory (MiB) of a fresh process that loads the project's C-simulation
-    and runs ``codes`` through it."""
+    """Memory of the C-simulation (MiB): the peak resident memory of a fresh Python process
+    that loads the project's C-simulation library and runs ``codes`` through it, minus the
+    same process's resident memory just before (interpreter, numpy, tessera)."""
     import subprocess
     import sys
     import tempfile
@@ -64,10 +65,15 @@ def csim_peak_rss_mb(prj: Path, codes) -> float:
 
     with tempfile.TemporaryDirectory() as tmp:
         np.save(Path(tmp) / "codes.npy", codes)
-        script = ("import resource, sys, numpy as np\n"
+        # VmHWM (peak RSS of this process image); getrusage's ru_maxrss would also count
+        # the parent's peak, which Linux carries across fork + exec
+        script = ("import numpy as np\n"
                   "from tessera.compiler.sim.csim import CSim\n"
-                  f"CSim({str(prj)!r}).run_codes(np.load({str(Path(tmp) / 'codes.npy')!r}))\n"
-                  "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+                  "def kb(key): return int(next(l.split()[1] for l in open('/proc/self/status') if l.startswith(key)))\n"
+                  f"codes = np.load({str(Path(tmp) / 'codes.npy')!r})\n"
+                  "before = kb('VmRSS:')\n"
+                  f"CSim({str(prj)!r}).run_codes(codes)\n"
+                  "print(kb('VmHWM:') - before)\n")
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     return round(int(out.stdout.strip().splitlines()[-1]) / 1024, 1)
 
