@@ -139,9 +139,12 @@ def emulate(project, input_path, output_path, codes):
 @click.option("--data", type=click.Path(path_type=Path), help="Also verify on these real-valued inputs (.npy).")
 @click.option("--user-samples", type=int, default=100, show_default=True,
               help="Samples on which the user's exported model is run for the agreement count (0 to skip).")
+@click.option("--expected", type=click.Path(path_type=Path),
+              help="The training framework's outputs (.npy, real values) on --data: count those that differ from the "
+                   "exact reference (e.g. brevitas' float32 rounding); reported, not a failure.")
 @click.option("--report", type=click.Path(path_type=Path), help="Write the JSON report here.")
 @_handle_errors
-def verify_cmd(model, project, samples, seed, data, user_samples, report):
+def verify_cmd(model, project, samples, seed, data, user_samples, expected, report):
     """Check PROJECT's C-simulation == the exact reference of MODEL on every output."""
     from .verify import verify
 
@@ -150,7 +153,7 @@ def verify_cmd(model, project, samples, seed, data, user_samples, report):
     with _progress() as p:
         task = p.add_task("C-simulation", total=None)
         rep = verify(model, project, samples=samples, seed=seed, data=data, user_samples=user_samples,
-                     progress=lambda k: p.advance(task, k))
+                     progress=lambda k: p.advance(task, k), expected=expected)
     if report:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(rep.to_dict(), indent=1))
@@ -162,6 +165,10 @@ def verify_cmd(model, project, samples, seed, data, user_samples, report):
     elif rep.user_model:
         u = rep.user_model
         out.print(f"user model ({u['tool']}): {u['outputs'] - u['differing_outputs']}/{u['outputs']} outputs equal the exact reference")
+    if rep.framework:
+        f = rep.framework
+        out.print(f"framework outputs (--expected): {f['outputs'] - f['differing_outputs']}/{f['outputs']} equal the exact "
+                  f"reference" + (f" (max |difference| {f['max_abs_difference']:.3g})" if f["differing_outputs"] else ""))
     ok = rep.mismatches == 0 and rep.reference_vs_integer_semantics_mismatches == 0 and rep.testbench.startswith("passed")
     if rep.reference_vs_integer_semantics_mismatches:
         out.print(f"reference vs integer semantics: {rep.reference_vs_integer_semantics_mismatches} mismatches")

@@ -37,6 +37,8 @@ class VerifyReport:
     reference_vs_integer_semantics_mismatches: int = 0
     testbench: str = ""
     user_model: dict = field(default_factory=dict)
+    #: the training framework's outputs on the real inputs (``expected``) against the reference
+    framework: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -57,8 +59,8 @@ def user_model_agreement(model_path: str | Path, graph, codes: np.ndarray, ref: 
     model = onnx.load(str(model_path))
     cells = sorted({n.op_type for n in model.graph.node if n.op_type in RECURRENT_OPS})
     if cells:
-        return {"tool": None, "skipped": f"no ONNX runtime executes {', '.join(cells)}; compare with the training "
-                                         "framework's model instead (bench/rnn_hls.py does, against brevitas)"}
+        return {"tool": None, "skipped": f"no ONNX runtime executes {', '.join(cells)}; pass the training "
+                                         "framework's outputs on --data with --expected"}
     custom = any(n.domain.startswith("qonnx") or n.domain.startswith("finn") for n in model.graph.node)
     fin, fout = graph.values[graph.input].ftype.frac, graph.values[graph.output].ftype.frac
     x = np.ldexp(codes.astype(np.float64), -fin).astype(np.float32)
@@ -84,6 +86,21 @@ def user_model_agreement(model_path: str | Path, graph, codes: np.ndarray, ref: 
             "max_abs_difference": float(np.max(np.abs(got - expected))) if differ.size else 0.0}
 
 
+def framework_agreement(expected: str | Path, ref_data: np.ndarray, graph) -> dict:
+    """Outputs of the training framework (real values, one row per --data sample) that differ
+    from the exact reference."""
+    try:
+        y = np.load(expected, allow_pickle=False).astype(np.float64)
+    except (OSError, ValueError) as exc:
+        raise InputDataError(f"cannot read expected outputs {expected}: {exc}") from None
+    want = np.ldexp(ref_data.astype(np.float64), -graph.values[graph.output].ftype.frac)
+    if y.size != want.size or len(y) != len(want):
+        raise InputDataError(f"{expected}: {y.shape} does not match the reference outputs on --data {want.shape}")
+    differ = y.reshape(want.shape) != want
+    return {"outputs": int(differ.size), "differing_outputs": int(differ.sum()),
+            "max_abs_difference": float(np.max(np.abs(y.reshape(want.shape) - want))) if differ.size else 0.0}
+
+
 def load_inputs(path: str | Path, manifest: dict) -> np.ndarray:
     """Real-valued inputs from .npy -> codes with the model's input Quant."""
     from .ir.types import FixedType
@@ -106,8 +123,10 @@ def load_inputs(path: str | Path, manifest: dict) -> np.ndarray:
 
 
 def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: int = 0, data: str | Path | None = None,
-           user_samples: int = 100, progress=None) -> VerifyReport:
+           user_samples: int = 100, progress=None, expected: str | Path | None = None) -> VerifyReport:
     t0 = time.perf_counter()
+    if expected is not None and data is None:
+        raise InputDataError("--expected needs --data: the framework's outputs are compared on those inputs")
     manifest = read_manifest(prj)
     if manifest["model_sha256"] != sha256(model_path):
         raise ProjectError(f"{prj} was compiled from a different model than {model_path} (sha256 differs)")
@@ -134,11 +153,12 @@ def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: i
     user = user_model_agreement(model_path, graph, codes[:user_samples], ref[:user_samples]) if user_samples else {}
     t7 = time.perf_counter()
     mismatches = int(np.sum(ref != got))
+    framework = framework_agreement(expected, ref[n_random:], graph) if expected is not None else {}
     return VerifyReport(
         model=str(model_path), project=str(prj), samples=int(len(codes)), outputs=int(ref.size), mismatches=mismatches,
         first_mismatches=_first_mismatches(ref, got), random_samples=n_random, data_samples=n_data,
         reference_vs_integer_semantics_mismatches=int(np.sum(ref != sem)),
-        testbench=f"{'passed' if tb_status == 0 else 'FAILED'}: {tb_line}", user_model=user,
+        testbench=f"{'passed' if tb_status == 0 else 'FAILED'}: {tb_line}", user_model=user, framework=framework,
         seconds={"frontend": round(t1 - t0, 3), "reference": round(t2 - t1, 3), "integer_semantics": round(t3 - t2, 3),
                  "csim_build": round(t4 - t3, 3), "csim_run": round(t5 - t4, 3), "testbench": round(t6 - t5, 3),
                  "user_model": round(t7 - t6, 3)},

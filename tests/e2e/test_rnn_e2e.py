@@ -66,14 +66,25 @@ def test_sentiment_cli_verifies(tmp_path, cell, weights, io_type):
     runner = CliRunner()
     r = runner.invoke(main, ["compile", str(path), "-o", str(tmp_path / "prj"), "--io-type", io_type])
     assert r.exit_code == 0, r.output
+    tok = torch.randint(1, 40, (20, 8))
     with torch.no_grad():
-        emb = m.embedding(torch.randint(1, 40, (20, 8))).numpy()
+        emb, logits = m.embedding(tok).numpy(), m(tok).numpy()
     np.save(tmp_path / "x.npy", emb)
+    np.save(tmp_path / "brevitas.npy", logits)
     r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "300", "--data",
-                             str(tmp_path / "x.npy"), "--report", str(tmp_path / "r.json")])
+                             str(tmp_path / "x.npy"), "--expected", str(tmp_path / "brevitas.npy"),
+                             "--report", str(tmp_path / "r.json")])
     assert r.exit_code == 0, r.output
+    assert "framework outputs (--expected): 40/40 equal the exact reference" in r.output
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["mismatches"] == 0 and rep["samples"] == 320 and rep["outputs"] == 640
+    assert rep["framework"] == {"outputs": 40, "differing_outputs": 0, "max_abs_difference": 0.0}
+    # a framework output that differs is counted (and is not a hardware mismatch)
+    logits[3, 1] += 2.0 ** -6
+    np.save(tmp_path / "brevitas.npy", logits)
+    r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10", "--data",
+                             str(tmp_path / "x.npy"), "--expected", str(tmp_path / "brevitas.npy")])
+    assert r.exit_code == 0 and "39/40 equal the exact reference" in r.output, r.output
     assert "QuantLSTMCell" in rep["user_model"]["skipped"] or "QuantGRUCell" in rep["user_model"]["skipped"]
 
 
