@@ -103,14 +103,18 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "cnn3d")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     ap.add_argument("--render-only", action="store_true")
+    ap.add_argument("--append", action="store_true", help="keep the other rows of an existing cnn3d_hls.json")
     args = ap.parse_args()
     if args.render_only:
         write_outputs(json.loads((args.out / "cnn3d_hls.json").read_text())["results"], args.out)
         return
     results = []
+    if args.append and (args.out / "cnn3d_hls.json").exists():
+        results = json.loads((args.out / "cnn3d_hls.json").read_text())["results"]
     for name in args.models:
         onnx_path, data = prepare(name, args.work, args.real)
         for io in args.io:
+            results = [x for x in results if (x["model"], x["io_type"]) != (name, f"io_{io}")]
             r = {"model": name, **measure_project(onnx_path, args.work / f"{name}_hls" / f"prj_{io}", io,
                                                   args.samples, data=data, tb_samples=8)}
             print(json.dumps({k: v for k, v in r.items() if k not in ("user_model", "verify_seconds")}), flush=True)
