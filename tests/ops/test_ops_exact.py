@@ -328,3 +328,16 @@ def test_upsample_exact(make_graph, make_type, factors, shape):
     g = make_graph(make_type(8, 3, True, shape), ("upsample", upsample.Attrs(factors)))
     y = check_exact(g, n=40)
     assert y.shape[2:] == tuple(s * f for s, f in zip(shape[1:], factors))
+
+
+def test_transpose_exact_and_relabel(make_graph, make_type):
+    """Swap of the first two sample axes; the HLS index map of the output addresses the same
+    buffer as the input's."""
+    from tessera.compiler.lower.hls4ml_lower import channels_last_perm, sequence_perm
+    from tessera.compiler.ops import transpose
+
+    g = make_graph(make_type(7, 3, True, (3, 4, 2, 5)), ("transpose", transpose.Attrs()))
+    y = check_exact(g, n=50)
+    assert y.shape == (50, 4, 3, 2, 5)
+    seq = sequence_perm((3, 4, 2, 5))  # input stored (T, H, W, C) with T=3, C=4
+    assert np.array_equal(transpose.relabel(seq, (3, 4, 2, 5)), channels_last_perm((4, 3, 2, 5)))
