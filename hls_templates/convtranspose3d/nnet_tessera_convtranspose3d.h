@@ -85,20 +85,87 @@ void tessera_convtranspose3d_cl(
     tessera_convtranspose3d_compute<data_T, res_T, CONFIG_T>(data, res, weights, biases);
 }
 
-// io_stream with a whole-volume buffer (plane-buffered form is future work).
+// io_stream, plane-buffered: output plane od reads the input planes id with
+// (od + pad - kd) divisible by the stride, at most ceil(k / s) consecutive planes, so a ring
+// of that many input planes (H x W x C values each) suffices; an output plane is written as
+// soon as the last input plane it needs has arrived.
+template <typename CONFIG_T> struct tessera_tconv3d_ring {
+    static const unsigned n_planes = (CONFIG_T::filt_depth + CONFIG_T::stride_depth - 1) / CONFIG_T::stride_depth;
+};
+
+// The last input plane that output plane od reads (clipped to the volume).
+template <typename CONFIG_T> inline int tessera_tconv_last_plane(int od) {
+    const int t = od + (int)CONFIG_T::pad_front;
+    const int last = t / (int)CONFIG_T::stride_depth;
+    return last < (int)CONFIG_T::in_depth ? last : (int)CONFIG_T::in_depth - 1;
+}
+
+template <class in_T, class res_T, typename CONFIG_T>
+void tessera_convtranspose3d_plane(const in_T *ring, int od, hls::stream<res_T> &res,
+                                   const typename CONFIG_T::weight_t *weights, const typename CONFIG_T::bias_t *biases) {
+    const int H = CONFIG_T::in_height, W = CONFIG_T::in_width, C = CONFIG_T::n_chan, F = CONFIG_T::n_filt;
+    const int NB = tessera_tconv3d_ring<CONFIG_T>::n_planes;
+OutHeight:
+    for (int oh = 0; oh < (int)CONFIG_T::out_height; oh++) {
+    OutWidth:
+        for (int ow = 0; ow < (int)CONFIG_T::out_width; ow++) {
+            #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
+            res_T out;
+        Filters:
+            for (int f = 0; f < F; f++) {
+                typename CONFIG_T::accum_t acc = biases[f];
+                for (int kd = 0; kd < (int)CONFIG_T::filt_depth; kd++) {
+                    const int id = tessera_tconv_src(od, kd, CONFIG_T::pad_front, CONFIG_T::stride_depth, CONFIG_T::in_depth);
+                    if (id < 0)
+                        continue;
+                    const in_T *plane = ring + (id % NB) * H * W * C;
+                    for (int kh = 0; kh < (int)CONFIG_T::filt_height; kh++) {
+                        const int ih = tessera_tconv_src(oh, kh, CONFIG_T::pad_top, CONFIG_T::stride_height, H);
+                        if (ih < 0)
+                            continue;
+                        for (int kw = 0; kw < (int)CONFIG_T::filt_width; kw++) {
+                            const int iw = tessera_tconv_src(ow, kw, CONFIG_T::pad_left, CONFIG_T::stride_width, W);
+                            if (iw < 0)
+                                continue;
+                            for (int c = 0; c < C; c++) {
+                                const int wi =
+                                    (((kd * CONFIG_T::filt_height + kh) * CONFIG_T::filt_width + kw) * C + c) * F + f;
+                                acc += plane[(ih * W + iw) * C + c] * weights[wi];
+                            }
+                        }
+                    }
+                }
+                out[f] = (typename res_T::value_type)acc;
+            }
+            res.write(out);
+        }
+    }
+}
+
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_convtranspose3d_stream(
     hls::stream<data_T> &data, hls::stream<res_T> &res,
     typename CONFIG_T::weight_t
         weights[CONFIG_T::filt_depth * CONFIG_T::filt_height * CONFIG_T::filt_width * CONFIG_T::n_chan * CONFIG_T::n_filt],
     typename CONFIG_T::bias_t biases[CONFIG_T::n_filt]) {
-    const int n_in = CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width;
-    const int n_out = CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width;
-    static typename data_T::value_type in_buf[n_in * CONFIG_T::n_chan];
-    static typename res_T::value_type out_buf[n_out * CONFIG_T::n_filt];
-    tessera_stream_to_array<data_T, n_in>(data, in_buf);
-    tessera_convtranspose3d_compute<typename data_T::value_type, typename res_T::value_type, CONFIG_T>(in_buf, out_buf, weights, biases);
-    tessera_array_to_stream<res_T, n_out>(out_buf, res);
+    const int HW = CONFIG_T::in_height * CONFIG_T::in_width, C = CONFIG_T::n_chan;
+    const int NB = tessera_tconv3d_ring<CONFIG_T>::n_planes;
+    typename data_T::value_type ring[NB * HW * C];
+    int next_out = 0;
+InPlanes:
+    for (int id = 0; id < (int)CONFIG_T::in_depth; id++) {
+        typename data_T::value_type *plane = ring + (id % NB) * HW * C;
+        for (int p = 0; p < HW; p++) {
+            data_T in = data.read();
+            for (int c = 0; c < C; c++)
+                plane[p * C + c] = in[c];
+        }
+    OutPlanes:
+        while (next_out < (int)CONFIG_T::out_depth && tessera_tconv_last_plane<CONFIG_T>(next_out) <= id) {
+            tessera_convtranspose3d_plane<typename data_T::value_type, res_T, CONFIG_T>(ring, next_out, res, weights, biases);
+            next_out++;
+        }
+    }
 }
 
 } // namespace nnet

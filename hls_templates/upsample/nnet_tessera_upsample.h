@@ -31,26 +31,28 @@ void tessera_upsample3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height 
             }
 }
 
-// io_stream with a whole-volume buffer (plane-buffered form is future work).
+// io_stream, plane-buffered: one input plane (H x W words) is kept and written
+// factor_depth times, each row factor_height times, each word factor_width times.
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_upsample3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res) {
-    const int n_in = CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width;
-    static data_T buf[n_in];
-    for (int i = 0; i < n_in; i++)
-        buf[i] = data.read();
-    const int OD = CONFIG_T::in_depth * CONFIG_T::factor_depth, OH = CONFIG_T::in_height * CONFIG_T::factor_height;
-    const int OW = CONFIG_T::in_width * CONFIG_T::factor_width;
-    for (int d = 0; d < OD; d++)
-        for (int h = 0; h < OH; h++)
-            for (int w = 0; w < OW; w++) {
-                #pragma HLS PIPELINE
-                const data_T &word = buf[(d / CONFIG_T::factor_depth * CONFIG_T::in_height + h / CONFIG_T::factor_height) *
-                                             CONFIG_T::in_width + w / CONFIG_T::factor_width];
-                res_T out;
-                for (int c = 0; c < (int)CONFIG_T::n_chan; c++)
-                    out[c] = (typename res_T::value_type)word[c];
-                res.write(out);
-            }
+    const int HW = CONFIG_T::in_height * CONFIG_T::in_width;
+    const int OH = CONFIG_T::in_height * CONFIG_T::factor_height, OW = CONFIG_T::in_width * CONFIG_T::factor_width;
+    data_T plane[HW];
+InPlanes:
+    for (int id = 0; id < (int)CONFIG_T::in_depth; id++) {
+        for (int p = 0; p < HW; p++)
+            plane[p] = data.read();
+        for (int a = 0; a < (int)CONFIG_T::factor_depth; a++)
+            for (int h = 0; h < OH; h++)
+                for (int w = 0; w < OW; w++) {
+                    #pragma HLS PIPELINE
+                    const data_T &word = plane[(h / CONFIG_T::factor_height) * CONFIG_T::in_width + w / CONFIG_T::factor_width];
+                    res_T out;
+                    for (int c = 0; c < (int)CONFIG_T::n_chan; c++)
+                        out[c] = (typename res_T::value_type)word[c];
+                    res.write(out);
+                }
+    }
 }
 
 } // namespace nnet

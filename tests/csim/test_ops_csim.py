@@ -108,7 +108,9 @@ def test_concat_add_csim(make_dag, make_type, skip_block, rng, tmp_path, io_type
 
 
 @pytest.mark.parametrize("io_type,k,s,pads", [("io_parallel", (2, 2, 2), (2, 2, 2), (0,) * 6),
-                                              ("io_stream", (3, 3, 3), (2, 2, 2), (1, 1, 1, 1, 1, 1))])
+                                              ("io_stream", (2, 2, 2), (2, 2, 2), (0,) * 6),  # U-Net's up-conv
+                                              ("io_stream", (3, 3, 3), (2, 2, 2), (1, 1, 1, 1, 1, 1)),
+                                              ("io_stream", (3, 2, 3), (1, 2, 1), (1, 0, 0, 1, 1, 0))])  # 3-plane ring
 def test_convtranspose3d_csim(make_graph, make_type, rng, tmp_path, io_type, k, s, pads):
     from tessera.compiler.ops import convtranspose
 
@@ -151,7 +153,7 @@ def test_avgpool_csim(make_graph, make_type, tmp_path, io_type, rounding):
 def test_upsample3d_csim(make_graph, make_type, tmp_path, io_type):
     from tessera.compiler.ops import upsample
 
-    g = make_graph(make_type(7, 3, True, (2, 2, 3, 2)), ("upsample", upsample.Attrs((2, 1, 3))),
+    g = make_graph(make_type(7, 3, True, (2, 3, 3, 2)), ("upsample", upsample.Attrs((2, 1, 3))),
                    ("relu", relu.Attrs()))
     csim_exact(g, tmp_path, io_type, n=60)
 
