@@ -20,23 +20,20 @@ requantization) lives only in the helpers of this module.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
 from .base import OpDef, int8_limbs, interval_dot
+from .lut import function_table
 from .quant import Attrs as QuantAttrs
-from .quant import quantize_float, requantize
+from .quant import requantize
 
 #: Widest intermediate of a cell: every back end computes in int64.
 MAX_CELL_WIDTH = 62
 
-FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
-    "tanh": np.tanh,
-}
 
 
 @dataclass(frozen=True)
@@ -80,8 +77,7 @@ class Act:
 
     def table(self, q: QuantAttrs) -> np.ndarray:
         """``out(f(k * 2**-frac))`` for every code ``k`` of the input quantizer ``q``."""
-        codes = np.arange(q.qmin, q.qmax + 1, dtype=np.int64)
-        return quantize_float(self.out, FUNCTIONS[self.function](np.ldexp(codes.astype(np.float64), -q.out.frac)))
+        return function_table(self.function, self.out, q.qmin, q.qmax, q.out.frac)
 
 
 # ---------------------------------------------------------------------------------------

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from . import cellprog as cp
-from .lstm import check_table_inputs
+from .lstm import check_dense_cell, check_table_inputs
 from .quant import Attrs as QuantAttrs
 
 GATES = ("r", "z", "n")
@@ -84,11 +83,7 @@ class Gru(cp.RecurrentOp):
         return [cp.named(A, "h_new", cp.requant(A, total, attrs.out))]
 
     def check(self, attrs: Attrs, x: TensorType, node: str) -> None:
-        if len(x.shape) != 2:
-            raise UnsupportedModelError(f"node '{node}': GRU input must be (steps, features), got {x.shape}")
-        for g in attrs.gates:
-            if g.wx.codes.shape != (attrs.hidden, x.shape[1]) or g.wh.codes.shape != (attrs.hidden, attrs.hidden):
-                raise UnsupportedModelError(f"node '{node}': GRU weight shapes do not match input {x.shape}")
+        check_dense_cell("GRU", attrs, x, node)
         check_table_inputs([g.acc for g in attrs.gates], node)
 
     def lower(self, attrs: Attrs, hl, node, ins, out):

@@ -107,11 +107,7 @@ class Lstm(cp.RecurrentOp):
         return list(gated_state(A, accs, gates, c, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg))
 
     def check(self, attrs: Attrs, x: TensorType, node: str) -> None:
-        if len(x.shape) != 2:
-            raise UnsupportedModelError(f"node '{node}': LSTM input must be (steps, features), got {x.shape}")
-        for g in attrs.gates:
-            if g.wx.codes.shape != (attrs.hidden, x.shape[1]) or g.wh.codes.shape != (attrs.hidden, attrs.hidden):
-                raise UnsupportedModelError(f"node '{node}': LSTM weight shapes do not match input {x.shape}")
+        check_dense_cell("LSTM", attrs, x, node)
         check_table_inputs([attrs.cell, *(g.acc for g in attrs.gates)], node)
 
     def lower(self, attrs: Attrs, hl, node, ins, out):
@@ -123,6 +119,15 @@ class Lstm(cp.RecurrentOp):
         t, i = ins[0].shape
         gates = 3 if attrs.cifg else 4
         return int(t * gates * attrs.hidden * (i + attrs.hidden))
+
+
+def check_dense_cell(what: str, attrs, x: TensorType, node: str) -> None:
+    """A (steps, features) input and (H, features) / (H, H) gate weights."""
+    if len(x.shape) != 2:
+        raise UnsupportedModelError(f"node '{node}': {what} input must be (steps, features), got {x.shape}")
+    for g in attrs.gates:
+        if g.wx.codes.shape != (attrs.hidden, x.shape[1]) or g.wh.codes.shape != (attrs.hidden, attrs.hidden):
+            raise UnsupportedModelError(f"node '{node}': {what} weight shapes do not match input {x.shape}")
 
 
 def check_table_inputs(quants, node: str) -> None:

@@ -33,9 +33,15 @@ class Attrs:
     out: QuantAttrs
 
 
+def function_table(function: str, out: QuantAttrs, lo: int, hi: int, frac: int) -> np.ndarray:
+    """``out(f(k * 2**-frac))`` for every input code ``k`` in ``[lo, hi]`` (float64 ``f``,
+    then the output quantizer's exact rounding)."""
+    codes = np.arange(lo, hi + 1, dtype=np.int64)
+    return quantize_float(out, FUNCTIONS[function](np.ldexp(codes.astype(np.float64), -frac)))
+
+
 def table(attrs: Attrs, x: TensorType) -> np.ndarray:
-    codes = np.arange(x.lo, x.hi + 1, dtype=np.int64)
-    return quantize_float(attrs.out, FUNCTIONS[attrs.function](np.ldexp(codes.astype(np.float64), -x.ftype.frac)))
+    return function_table(attrs.function, attrs.out, x.lo, x.hi, x.ftype.frac)
 
 
 class Lut(OpDef):

@@ -79,26 +79,9 @@ class OnnxBuilder:
         twice = self.op("Mul", [r, self.const(np.array(2.0))])
         neg = self.op("Less", [num, zero])
         gt, eq = self.op("Greater", [twice, den]), self.op("Equal", [twice, den])
-        pos_r = self.op("Greater", [r, zero])
-        if mode in ("ROUND", "HALF_EVEN"):
-            odd = self.op("Equal", [self.op("Abs", [self.op("Mod", [q, self.const(np.array(2.0))], fmod=1)]), one])
-            up = self.op("Or", [gt, self.op("And", [eq, odd])])
-        elif mode == "FLOOR":
-            return q
-        elif mode == "CEIL":
-            up = pos_r
-        elif mode == "DOWN":
-            up = self.op("And", [neg, pos_r])
-        elif mode == "UP":
-            up = self.op("And", [self.op("Not", [neg]), pos_r])
-        elif mode == "HALF_UP":
-            up = self.op("Or", [self.op("And", [neg, gt]), self.op("And", [self.op("Not", [neg]), self.op("Or", [gt, eq])])])
-        elif mode == "HALF_DOWN":
-            up = self.op("Or", [self.op("And", [neg, self.op("Or", [gt, eq])]), self.op("And", [self.op("Not", [neg]), gt])])
-        else:
-            raise ValueError(mode)
-        return self.op("Add", [q, self.op("Where", [up, one, zero])])
-
+        odd = lambda: self.op("Equal", [self.op("Abs", [self.op("Mod", [q, self.const(np.array(2.0))], fmod=1)]), one])  # noqa: E731
+        up = self._round_up(mode, gt, eq, neg, self.op("Greater", [r, zero]), odd)
+        return q if up is None else self.op("Add", [q, self.op("Where", [up, one, zero])])
 
     def int_shift_round(self, x: str, shift: int, mode: str) -> str:
         """Exact R(x / 2**shift) on int64 codes of any width (shift > 0), integer ops only:
@@ -110,25 +93,30 @@ class OnnxBuilder:
         half, zero = self.const(np.array(1 << (shift - 1), dtype=np.int64)), self.const(np.array(0, dtype=np.int64))
         gt, eq, pos_r = self.op("Greater", [r, half]), self.op("Equal", [r, half]), self.op("Greater", [r, zero])
         neg = self.op("Less", [x, zero])
+        odd = lambda: self.op("Equal", [self.op("Mod", [q, self.const(np.array(2, dtype=np.int64))], fmod=0),  # noqa: E731
+                                         self.const(np.array(1, dtype=np.int64))])
+        up = self._round_up(mode, gt, eq, neg, pos_r, odd)
+        return q if up is None else self.op("Add", [q, self.op("Cast", [up], to="int64")])
+
+    def _round_up(self, mode: str, gt: str, eq: str, neg: str, pos_r: str, odd):
+        """Whether the floor quotient ``q`` rounds up, from the remainder's comparisons with half
+        the divisor (``gt``, ``eq``), the sign of the dividend (``neg``) and ``pos_r`` (remainder >
+        0); ``odd()`` builds "q is odd".  None for FLOOR."""
         if mode in ("ROUND", "HALF_EVEN"):
-            odd = self.op("Equal", [self.op("Mod", [q, self.const(np.array(2, dtype=np.int64))], fmod=0),
-                                    self.const(np.array(1, dtype=np.int64))])
-            up = self.op("Or", [gt, self.op("And", [eq, odd])])
-        elif mode == "FLOOR":
-            return q
-        elif mode == "CEIL":
-            up = pos_r
-        elif mode == "DOWN":
-            up = self.op("And", [neg, pos_r])
-        elif mode == "UP":
-            up = self.op("And", [self.op("Not", [neg]), pos_r])
-        elif mode == "HALF_UP":
-            up = self.op("Or", [gt, self.op("And", [eq, self.op("Not", [neg])])])
-        elif mode == "HALF_DOWN":
-            up = self.op("Or", [gt, self.op("And", [eq, neg])])
-        else:
-            raise ValueError(mode)
-        return self.op("Add", [q, self.op("Cast", [up], to="int64")])
+            return self.op("Or", [gt, self.op("And", [eq, odd()])])
+        if mode == "FLOOR":
+            return None
+        if mode == "CEIL":
+            return pos_r
+        if mode == "DOWN":
+            return self.op("And", [neg, pos_r])
+        if mode == "UP":
+            return self.op("And", [self.op("Not", [neg]), pos_r])
+        if mode == "HALF_UP":
+            return self.op("Or", [gt, self.op("And", [eq, self.op("Not", [neg])])])
+        if mode == "HALF_DOWN":
+            return self.op("Or", [gt, self.op("And", [eq, neg])])
+        raise ValueError(mode)
 
 
 def emit_reference(graph: Graph) -> onnx.ModelProto:

@@ -31,11 +31,41 @@ inline int tessera_tconv_src(int o, int k, int pad, int stride, int n_in) {
     return i < n_in ? i : -1;
 }
 
-// weights are (kd, kh, kw, c, f)
+// One output (od, oh, ow, f): the bias plus every tap whose input lies on the stride grid.
+// Input plane id is read at planes + (id % NB) * H * W * C: NB = in_depth addresses a whole
+// volume, a smaller NB a ring of the last NB planes.  Weights are (kd, kh, kw, c, f).
+template <class in_T, typename CONFIG_T, int NB>
+inline typename CONFIG_T::accum_t tessera_tconv3d_point(const in_T *planes, int od, int oh, int ow, int f,
+                                                        const typename CONFIG_T::weight_t *weights,
+                                                        const typename CONFIG_T::bias_t *biases) {
+    const int H = CONFIG_T::in_height, W = CONFIG_T::in_width, C = CONFIG_T::n_chan, F = CONFIG_T::n_filt;
+    typename CONFIG_T::accum_t acc = biases[f];
+    for (int kd = 0; kd < (int)CONFIG_T::filt_depth; kd++) {
+        const int id = tessera_tconv_src(od, kd, CONFIG_T::pad_front, CONFIG_T::stride_depth, CONFIG_T::in_depth);
+        if (id < 0)
+            continue;
+        const in_T *plane = planes + (id % NB) * H * W * C;
+        for (int kh = 0; kh < (int)CONFIG_T::filt_height; kh++) {
+            const int ih = tessera_tconv_src(oh, kh, CONFIG_T::pad_top, CONFIG_T::stride_height, H);
+            if (ih < 0)
+                continue;
+            for (int kw = 0; kw < (int)CONFIG_T::filt_width; kw++) {
+                const int iw = tessera_tconv_src(ow, kw, CONFIG_T::pad_left, CONFIG_T::stride_width, W);
+                if (iw < 0)
+                    continue;
+                for (int c = 0; c < C; c++) {
+                    const int wi = (((kd * CONFIG_T::filt_height + kh) * CONFIG_T::filt_width + kw) * C + c) * F + f;
+                    acc += plane[(ih * W + iw) * C + c] * weights[wi];
+                }
+            }
+        }
+    }
+    return acc;
+}
+
 template <class in_T, class out_T, typename CONFIG_T>
 void tessera_convtranspose3d_compute(const in_T *data, out_T *res, const typename CONFIG_T::weight_t *weights,
                                      const typename CONFIG_T::bias_t *biases) {
-    const int D = CONFIG_T::in_depth, H = CONFIG_T::in_height, W = CONFIG_T::in_width, C = CONFIG_T::n_chan;
     const int F = CONFIG_T::n_filt;
 OutDepth:
     for (int od = 0; od < (int)CONFIG_T::out_depth; od++) {
@@ -45,31 +75,9 @@ OutDepth:
             for (int ow = 0; ow < (int)CONFIG_T::out_width; ow++) {
                 #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
             Filters:
-                for (int f = 0; f < F; f++) {
-                    typename CONFIG_T::accum_t acc = biases[f];
-                    for (int kd = 0; kd < (int)CONFIG_T::filt_depth; kd++) {
-                        const int id = tessera_tconv_src(od, kd, CONFIG_T::pad_front, CONFIG_T::stride_depth, D);
-                        if (id < 0)
-                            continue;
-                        for (int kh = 0; kh < (int)CONFIG_T::filt_height; kh++) {
-                            const int ih = tessera_tconv_src(oh, kh, CONFIG_T::pad_top, CONFIG_T::stride_height, H);
-                            if (ih < 0)
-                                continue;
-                            for (int kw = 0; kw < (int)CONFIG_T::filt_width; kw++) {
-                                const int iw = tessera_tconv_src(ow, kw, CONFIG_T::pad_left, CONFIG_T::stride_width, W);
-                                if (iw < 0)
-                                    continue;
-                                for (int c = 0; c < C; c++) {
-                                    const int xi = ((id * H + ih) * W + iw) * C + c;
-                                    const int wi =
-                                        (((kd * CONFIG_T::filt_height + kh) * CONFIG_T::filt_width + kw) * C + c) * F + f;
-                                    acc += data[xi] * weights[wi];
-                                }
-                            }
-                        }
-                    }
-                    res[((od * CONFIG_T::out_height + oh) * CONFIG_T::out_width + ow) * F + f] = (out_T)acc;
-                }
+                for (int f = 0; f < F; f++)
+                    res[((od * CONFIG_T::out_height + oh) * CONFIG_T::out_width + ow) * F + f] =
+                        (out_T)tessera_tconv3d_point<in_T, CONFIG_T, CONFIG_T::in_depth>(data, od, oh, ow, f, weights, biases);
             }
         }
     }
@@ -103,8 +111,6 @@ template <typename CONFIG_T> inline int tessera_tconv_last_plane(int od) {
 template <class in_T, class res_T, typename CONFIG_T>
 void tessera_convtranspose3d_plane(const in_T *ring, int od, hls::stream<res_T> &res,
                                    const typename CONFIG_T::weight_t *weights, const typename CONFIG_T::bias_t *biases) {
-    const int H = CONFIG_T::in_height, W = CONFIG_T::in_width, C = CONFIG_T::n_chan, F = CONFIG_T::n_filt;
-    const int NB = tessera_tconv3d_ring<CONFIG_T>::n_planes;
 OutHeight:
     for (int oh = 0; oh < (int)CONFIG_T::out_height; oh++) {
     OutWidth:
@@ -112,31 +118,9 @@ OutHeight:
             #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
             res_T out;
         Filters:
-            for (int f = 0; f < F; f++) {
-                typename CONFIG_T::accum_t acc = biases[f];
-                for (int kd = 0; kd < (int)CONFIG_T::filt_depth; kd++) {
-                    const int id = tessera_tconv_src(od, kd, CONFIG_T::pad_front, CONFIG_T::stride_depth, CONFIG_T::in_depth);
-                    if (id < 0)
-                        continue;
-                    const in_T *plane = ring + (id % NB) * H * W * C;
-                    for (int kh = 0; kh < (int)CONFIG_T::filt_height; kh++) {
-                        const int ih = tessera_tconv_src(oh, kh, CONFIG_T::pad_top, CONFIG_T::stride_height, H);
-                        if (ih < 0)
-                            continue;
-                        for (int kw = 0; kw < (int)CONFIG_T::filt_width; kw++) {
-                            const int iw = tessera_tconv_src(ow, kw, CONFIG_T::pad_left, CONFIG_T::stride_width, W);
-                            if (iw < 0)
-                                continue;
-                            for (int c = 0; c < C; c++) {
-                                const int wi =
-                                    (((kd * CONFIG_T::filt_height + kh) * CONFIG_T::filt_width + kw) * C + c) * F + f;
-                                acc += plane[(ih * W + iw) * C + c] * weights[wi];
-                            }
-                        }
-                    }
-                }
-                out[f] = (typename res_T::value_type)acc;
-            }
+            for (int f = 0; f < (int)CONFIG_T::n_filt; f++)
+                out[f] = (typename res_T::value_type)tessera_tconv3d_point<in_T, CONFIG_T, tessera_tconv3d_ring<CONFIG_T>::n_planes>(
+                    ring, od, oh, ow, f, weights, biases);
             res.write(out);
         }
     }

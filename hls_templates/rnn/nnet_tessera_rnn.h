@@ -123,6 +123,55 @@ template <class G, class table_T> inline typename G::act_t tessera_gate_act(cons
     return (typename G::act_t)table[G::table_offset + (int)(q - G::qmin)];
 }
 
+// -- sequence input / output shared by the LSTM and GRU drivers ------------------------------
+
+// Codes of step t of an io_parallel sequence (T x n_in values).
+template <class data_T, typename CONFIG_T>
+inline void tessera_seq_load(const data_T *data, int t, typename CONFIG_T::x_t x[CONFIG_T::n_in]) {
+    for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+        x[k] = tessera_code_of(data[t * CONFIG_T::n_in + k]);
+}
+
+// Codes of processing step s from a stream of step words; a reversed cell reads the whole
+// sequence into buf at s == 0 first.
+template <class data_T, typename CONFIG_T>
+inline void tessera_seq_read(hls::stream<data_T> &data, int s, typename data_T::value_type *buf,
+                             typename CONFIG_T::x_t x[CONFIG_T::n_in]) {
+    if (CONFIG_T::reverse) {
+        if (s == 0)
+            for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
+                data_T in = data.read();
+                for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+                    buf[t * CONFIG_T::n_in + k] = in[k];
+            }
+        tessera_seq_load<typename data_T::value_type, CONFIG_T>(buf, (int)CONFIG_T::n_steps - 1 - s, x);
+    } else {
+        data_T in = data.read();
+        for (int k = 0; k < (int)CONFIG_T::n_in; k++)
+            x[k] = tessera_code_of(in[k]);
+    }
+}
+
+// Hidden state after processing step s: every step (return_sequences) or the last only.
+template <class res_T, class h_T, typename CONFIG_T>
+inline void tessera_seq_store(const h_T h[CONFIG_T::n_hidden], int s, res_T *res) {
+    if (!CONFIG_T::return_sequences && s != (int)CONFIG_T::n_steps - 1)
+        return;
+    const int base = CONFIG_T::return_sequences ? s * CONFIG_T::n_hidden : 0;
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        res[base + j] = tessera_of_code<res_T>(h[j]);
+}
+
+template <class res_T, class h_T, typename CONFIG_T>
+inline void tessera_seq_write(const h_T h[CONFIG_T::n_hidden], int s, hls::stream<res_T> &res) {
+    if (!CONFIG_T::return_sequences && s != (int)CONFIG_T::n_steps - 1)
+        return;
+    res_T out;
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        out[j] = tessera_of_code<typename res_T::value_type>(h[j]);
+    res.write(out);
+}
+
 // -- LSTM ---------------------------------------------------------------------------------
 
 struct tessera_lstm_config {
@@ -217,17 +266,10 @@ void tessera_lstm_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[
     }
 Steps:
     for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
-        const int t = CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s;
-        for (int k = 0; k < (int)CONFIG_T::n_in; k++)
-            x[k] = tessera_code_of(data[t * CONFIG_T::n_in + k]);
+        tessera_seq_load<data_T, CONFIG_T>(data, CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s, x);
         tessera_lstm_step<CONFIG_T>(x, h, c, wx, wh, b, gate_table, cell_table);
-        if (CONFIG_T::return_sequences)
-            for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
-                res[s * CONFIG_T::n_hidden + j] = tessera_of_code<res_T>(h[j]);
+        tessera_seq_store<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);
     }
-    if (!CONFIG_T::return_sequences)
-        for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
-            res[j] = tessera_of_code<res_T>(h[j]);
 }
 
 // Streaming over time: one input word (a step's features) in, one hidden state out per step
@@ -243,31 +285,12 @@ void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, typ
         h[j] = 0;
         c[j] = 0;
     }
-    typename data_T::value_type buf[CONFIG_T::n_steps * CONFIG_T::n_in]; // used only when reversed
+    typename data_T::value_type buf[CONFIG_T::reverse ? CONFIG_T::n_steps * CONFIG_T::n_in : 1];
 Steps:
     for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
-        if (CONFIG_T::reverse) {
-            if (s == 0)
-                for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
-                    data_T in = data.read();
-                    for (int k = 0; k < (int)CONFIG_T::n_in; k++)
-                        buf[t * CONFIG_T::n_in + k] = in[k];
-                }
-            const int t = (int)CONFIG_T::n_steps - 1 - s;
-            for (int k = 0; k < (int)CONFIG_T::n_in; k++)
-                x[k] = tessera_code_of(buf[t * CONFIG_T::n_in + k]);
-        } else {
-            data_T in = data.read();
-            for (int k = 0; k < (int)CONFIG_T::n_in; k++)
-                x[k] = tessera_code_of(in[k]);
-        }
+        tessera_seq_read<data_T, CONFIG_T>(data, s, buf, x);
         tessera_lstm_step<CONFIG_T>(x, h, c, wx, wh, b, gate_table, cell_table);
-        if (CONFIG_T::return_sequences || s == (int)CONFIG_T::n_steps - 1) {
-            res_T out;
-            for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
-                out[j] = tessera_of_code<typename res_T::value_type>(h[j]);
-            res.write(out);
-        }
+        tessera_seq_write<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);
     }
 }
 
@@ -344,17 +367,10 @@ void tessera_gru_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[C
         h[j] = 0;
 Steps:
     for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
-        const int t = CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s;
-        for (int k = 0; k < (int)CONFIG_T::n_in; k++)
-            x[k] = tessera_code_of(data[t * CONFIG_T::n_in + k]);
+        tessera_seq_load<data_T, CONFIG_T>(data, CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s, x);
         tessera_gru_step<CONFIG_T>(x, h, wx, wh, bx, bh, gate_table);
-        if (CONFIG_T::return_sequences)
-            for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
-                res[s * CONFIG_T::n_hidden + j] = tessera_of_code<res_T>(h[j]);
+        tessera_seq_store<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);
     }
-    if (!CONFIG_T::return_sequences)
-        for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
-            res[j] = tessera_of_code<res_T>(h[j]);
 }
 
 template <class data_T, class res_T, typename CONFIG_T>
@@ -365,31 +381,12 @@ void tessera_gru_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, type
     typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
         h[j] = 0;
-    typename data_T::value_type buf[CONFIG_T::n_steps * CONFIG_T::n_in]; // used only when reversed
+    typename data_T::value_type buf[CONFIG_T::reverse ? CONFIG_T::n_steps * CONFIG_T::n_in : 1];
 Steps:
     for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
-        if (CONFIG_T::reverse) {
-            if (s == 0)
-                for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
-                    data_T in = data.read();
-                    for (int k = 0; k < (int)CONFIG_T::n_in; k++)
-                        buf[t * CONFIG_T::n_in + k] = in[k];
-                }
-            const int t = (int)CONFIG_T::n_steps - 1 - s;
-            for (int k = 0; k < (int)CONFIG_T::n_in; k++)
-                x[k] = tessera_code_of(buf[t * CONFIG_T::n_in + k]);
-        } else {
-            data_T in = data.read();
-            for (int k = 0; k < (int)CONFIG_T::n_in; k++)
-                x[k] = tessera_code_of(in[k]);
-        }
+        tessera_seq_read<data_T, CONFIG_T>(data, s, buf, x);
         tessera_gru_step<CONFIG_T>(x, h, wx, wh, bx, bh, gate_table);
-        if (CONFIG_T::return_sequences || s == (int)CONFIG_T::n_steps - 1) {
-            res_T out;
-            for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
-                out[j] = tessera_of_code<typename res_T::value_type>(h[j]);
-            res.write(out);
-        }
+        tessera_seq_write<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);
     }
 }
 
