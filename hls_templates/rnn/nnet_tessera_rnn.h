@@ -215,6 +215,24 @@ template <> struct tessera_lstm_forget<true> {
     }
 };
 
+// c' = Qc(Qc(f * c) + Qc(i * g)), h' = Qout(o * tanh_table[c']) for one unit; CELL holds the
+// types and constants of one LSTM-gated cell (LSTM config, or a ConvLSTM enc / fc struct).
+template <class CELL>
+inline void tessera_lstm_gating(const typename CELL::gate_i::act_t &ai, const typename CELL::gate_f::act_t &af,
+                                const typename CELL::gate_c::act_t &ac, const typename CELL::gate_o::act_t &ao,
+                                typename CELL::c_t &c, typename CELL::h_t &h_new, const typename CELL::ctable_t *cell_table) {
+    typename CELL::fc_t fc = (typename CELL::fc_t)af * (typename CELL::fc_t)c;
+    typename CELL::ig_t ig = (typename CELL::ig_t)ai * (typename CELL::ig_t)ac;
+    typename CELL::fc_q_t fcq = tessera_requant<typename CELL::fc_q_t, CELL::sh_fc, CELL::c_mode, CELL::c_min, CELL::c_max>(fc);
+    typename CELL::ig_q_t igq = tessera_requant<typename CELL::ig_q_t, CELL::sh_ig, CELL::c_mode, CELL::c_min, CELL::c_max>(ig);
+    typename CELL::c_sum_t cs =
+        ((typename CELL::c_sum_t)fcq << CELL::sh_sum_fc) + ((typename CELL::c_sum_t)igq << CELL::sh_sum_ig);
+    c = tessera_requant<typename CELL::c_t, CELL::sh_c, CELL::c_mode, CELL::c_min, CELL::c_max>(cs);
+    typename CELL::c_tanh_t ct = cell_table[(int)(c - CELL::c_min)];
+    typename CELL::h_prod_t hp = (typename CELL::h_prod_t)ao * (typename CELL::h_prod_t)ct;
+    h_new = tessera_requant<typename CELL::h_t, CELL::sh_h, CELL::h_mode, CELL::h_min, CELL::h_max>(hp);
+}
+
 template <typename CONFIG_T>
 void tessera_lstm_step(const typename CONFIG_T::x_t x[CONFIG_T::n_in], typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
                        typename CONFIG_T::c_t c[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
@@ -233,20 +251,7 @@ Hidden:
             tessera_lstm_forget<CONFIG_T::cifg>::template get<CONFIG_T>(ai, j, x, h, wx, wh, b, gate_table);
         typename GC::act_t ac = tessera_lstm_gate<GC, CONFIG_T>(2, j, x, h, wx, wh, b, gate_table);
         typename GO::act_t ao = tessera_lstm_gate<GO, CONFIG_T>(3, j, x, h, wx, wh, b, gate_table);
-        typename CONFIG_T::fc_t fc = (typename CONFIG_T::fc_t)af * (typename CONFIG_T::fc_t)c[j];
-        typename CONFIG_T::ig_t ig = (typename CONFIG_T::ig_t)ai * (typename CONFIG_T::ig_t)ac;
-        typename CONFIG_T::fc_q_t fcq = tessera_requant<typename CONFIG_T::fc_q_t, CONFIG_T::sh_fc, CONFIG_T::c_mode,
-                                                        CONFIG_T::c_min, CONFIG_T::c_max>(fc);
-        typename CONFIG_T::ig_q_t igq = tessera_requant<typename CONFIG_T::ig_q_t, CONFIG_T::sh_ig, CONFIG_T::c_mode,
-                                                        CONFIG_T::c_min, CONFIG_T::c_max>(ig);
-        typename CONFIG_T::c_sum_t cs = ((typename CONFIG_T::c_sum_t)fcq << CONFIG_T::sh_sum_fc) +
-                                        ((typename CONFIG_T::c_sum_t)igq << CONFIG_T::sh_sum_ig);
-        c[j] = tessera_requant<typename CONFIG_T::c_t, CONFIG_T::sh_c, CONFIG_T::c_mode, CONFIG_T::c_min,
-                               CONFIG_T::c_max>(cs);
-        typename CONFIG_T::c_tanh_t ct = cell_table[(int)(c[j] - CONFIG_T::c_min)];
-        typename CONFIG_T::h_prod_t hp = (typename CONFIG_T::h_prod_t)ao * (typename CONFIG_T::h_prod_t)ct;
-        h_new[j] = tessera_requant<typename CONFIG_T::h_t, CONFIG_T::sh_h, CONFIG_T::h_mode, CONFIG_T::h_min,
-                                   CONFIG_T::h_max>(hp);
+        tessera_lstm_gating<CONFIG_T>(ai, af, ac, ao, c[j], h_new[j], cell_table);
     }
 Update:
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
@@ -464,18 +469,7 @@ Hidden:
             typename GF::act_t af = tessera_convlstm_gate<GF, CELL, CONFIG_T>(1, j, py, px, x, h, wx, wh, b, gate_table);
             typename GC::act_t ac = tessera_convlstm_gate<GC, CELL, CONFIG_T>(2, j, py, px, x, h, wx, wh, b, gate_table);
             typename GO::act_t ao = tessera_convlstm_gate<GO, CELL, CONFIG_T>(3, j, py, px, x, h, wx, wh, b, gate_table);
-            typename CELL::fc_t fc = (typename CELL::fc_t)af * (typename CELL::fc_t)c[k];
-            typename CELL::ig_t ig = (typename CELL::ig_t)ai * (typename CELL::ig_t)ac;
-            typename CELL::fc_q_t fcq =
-                tessera_requant<typename CELL::fc_q_t, CELL::sh_fc, CELL::c_mode, CELL::c_min, CELL::c_max>(fc);
-            typename CELL::ig_q_t igq =
-                tessera_requant<typename CELL::ig_q_t, CELL::sh_ig, CELL::c_mode, CELL::c_min, CELL::c_max>(ig);
-            typename CELL::c_sum_t cs =
-                ((typename CELL::c_sum_t)fcq << CELL::sh_sum_fc) + ((typename CELL::c_sum_t)igq << CELL::sh_sum_ig);
-            c[k] = tessera_requant<typename CELL::c_t, CELL::sh_c, CELL::c_mode, CELL::c_min, CELL::c_max>(cs);
-            typename CELL::c_tanh_t ct = cell_table[(int)(c[k] - CELL::c_min)];
-            typename CELL::h_prod_t hp = (typename CELL::h_prod_t)ao * (typename CELL::h_prod_t)ct;
-            h_new[k] = tessera_requant<typename CELL::h_t, CELL::sh_h, CELL::h_mode, CELL::h_min, CELL::h_max>(hp);
+            tessera_lstm_gating<CELL>(ai, af, ac, ao, c[k], h_new[k], cell_table);
         }
 Update:
     for (int k = 0; k < (int)(CONFIG_T::n_hidden * NPIX); k++)
