@@ -58,14 +58,9 @@ def export_check(out: Path) -> dict:
     from qonnx.core.onnx_exec import execute_onnx
     from qonnx.transformation.infer_shapes import InferShapes
 
-    from tessera.models.cnn3d import fold_batchnorm
+    from tessera.models.train3d import load_folded
 
-    ck = torch.load(out / "checkpoint.pt", weights_only=False)
-    c = ck["config"]
-    net = build_cnn3d(c["model"], width=c["width"], input_size=c["size"],
-                      in_channels=c["in_channels"], n_out=c["n_out"], **c.get("options", {}))
-    net.load_state_dict(ck["model"])
-    folded = fold_batchnorm(net.eval())
+    folded = load_folded(out / "checkpoint.pt")
     x = np.load(out / "test_inputs.npy")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -7,12 +7,13 @@ forward pass bit for bit.  The QONNX export of a layer using them therefore cont
 only ``Quant``/``BipolarQuant`` nodes whose ``scale`` input is an exact power of two and
 whose ``zeropt`` input is 0.
 
-Presets (all per-tensor):
+Presets (per-tensor unless named per-channel):
 
 =====================  ===========  ==========================================  ==============
 class                   codes        scale rule                                  QONNX node
 =====================  ===========  ==========================================  ==============
 Int8WeightPow2          [-127, 127]  2**ceil(log2 max|w|) / 2**7                 Quant (narrow)
+Int8WeightPow2PerChan.  [-127, 127]  same, per output channel                    Quant (narrow)
 Int4WeightPow2          [-7, 7]      2**ceil(log2 max|w|) / 2**3                 Quant (narrow)
 TernaryWeightPow2       {-1, 0, 1}   2**round(log2 mean|w|), zero if |w|<=s/2    Quant (2b, narrow)
 BinaryWeightPow2        {-1, +1}     2**round(log2 mean|w|)                      BipolarQuant
@@ -65,6 +66,7 @@ __all__ = [
     "Int4WeightPow2",
     "Int8ActPow2",
     "Int8WeightPow2",
+    "Int8WeightPow2PerChannel",
     "TERNARY_THRESHOLD",
     "TernaryWeightPow2",
     "Uint4ActPow2",
@@ -113,6 +115,20 @@ class Int8WeightPow2(Int8WeightPerTensorFixedPoint):
     """
 
     bit_width = 8
+
+
+class Int8WeightPow2PerChannel(Int8WeightPow2):
+    """:class:`Int8WeightPow2` with one power-of-two scale per *output channel*
+    (``2**ceil(log2 max|w_c|) / 2**7`` over each channel's weights).
+
+    Used for convolutions that absorbed a BatchNorm (:func:`tessera.models.cnn3d.fold_batchnorm`):
+    the folded per-channel factors ``gamma / sigma`` span orders of magnitude, and one scale
+    per tensor would round the small channels to a few codes.  The compiler multiplies
+    every channel onto the finest grid of the tensor (exact; the weight type widens by the
+    spread of the channel exponents).
+    """
+
+    scaling_per_output_type = ScalingPerOutputType.CHANNEL
 
 
 class Int4WeightPow2(Int8WeightPerTensorFixedPoint):

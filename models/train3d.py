@@ -34,7 +34,7 @@ from torch import nn
 from .cnn3d import build_cnn3d, count_macs, count_params, fold_batchnorm
 from .train import _atomic_path, _deterministic, _save_json, _save_npy, _versions, export_model, optimizer_step
 
-__all__ = ["DEFAULTS", "Train3DResult", "dice_per_class", "export_cnn3d", "train_cnn3d", "main"]
+__all__ = ["DEFAULTS", "Train3DResult", "dice_per_class", "export_cnn3d", "load_folded", "train_cnn3d", "main"]
 
 MODELS = ("cosmoflow", "cosmoflow-mlperf", "unet3d")
 
@@ -44,9 +44,9 @@ MODELS = ("cosmoflow", "cosmoflow-mlperf", "unet3d")
 #: prediction (width 1/4, 32^3, 4 epochs, dropout 0: validation MSE 0.416 = the
 #: train-mean predictor's 0.416; with BN: 0.270).
 DEFAULTS = {
-    "cosmoflow": dict(epochs=16, width=0.25, size=32, n_samples=512, batch_size=8, lr=2e-3,
+    "cosmoflow": dict(epochs=40, width=0.25, size=32, n_samples=1024, batch_size=8, lr=2e-3,
                       options=dict(batchnorm=True, dropout=0.0)),
-    "cosmoflow-mlperf": dict(epochs=16, width=0.25, size=32, n_samples=512, batch_size=8,
+    "cosmoflow-mlperf": dict(epochs=40, width=0.25, size=32, n_samples=1024, batch_size=8,
                              lr=2e-3, options=dict(batchnorm=True, dropout=0.0)),
     "unet3d": dict(epochs=8, width=0.125, size=24, n_samples=128, batch_size=4, lr=3e-3),
 }
@@ -137,6 +137,19 @@ def export_cnn3d(model: nn.Module, example_input: torch.Tensor, path: str | Path
     return Path(path)
 
 
+def load_folded(checkpoint: str | Path) -> nn.Module:
+    """The model of a :func:`train_cnn3d` checkpoint, rebuilt from its stored config, with
+    BatchNorm folded (:func:`fold_batchnorm`), in eval mode on the CPU: the network that
+    ``model.onnx`` holds.  The 3D models are fully convolutional up to their dense head, so
+    a U-Net can be exported at another input size than it was trained on."""
+    ck = torch.load(Path(checkpoint), map_location="cpu", weights_only=False)
+    c = ck["config"]
+    net = build_cnn3d(c["model"], width=c["width"], input_size=c["size"],
+                      in_channels=c["in_channels"], n_out=c["n_out"], **c.get("options", {}))
+    net.load_state_dict(ck["model"])
+    return fold_batchnorm(net.eval())
+
+
 def _progress(enabled: bool):
     if not enabled:
         return nullcontext(None)
@@ -211,6 +224,7 @@ def train_cnn3d(
     n_test_inputs: int = 4,
     model_options: dict | None = None,
     data_options: dict | None = None,
+    augment: bool = True,
 ) -> Train3DResult:
     """Train a quantized 3D CNN with QAT, fold BN, export to QONNX and write artefacts.
 
@@ -230,6 +244,10 @@ def train_cnn3d(
         data_options: extra fields of :class:`~tessera.models.data.cosmology.CosmologyConfig`
             (e.g. ``samples_per_cosmology``) or keywords of
             :func:`~tessera.models.data.brain.load_brain_patches` (e.g. ``val_fraction``).
+
+        augment: CosmoFlow: redraw each training volume every epoch under a random exact
+            symmetry of the periodic box (axis permutation, flips, periodic shift;
+            :func:`tessera.models.data.cosmology.augment`).  The U-Net always augments.
 
     Adam, cosine learning-rate decay; MSE loss (CosmoFlow) or cross-entropy (U-Net, with
     random flips and intensity jitter of the training patches each epoch).
@@ -287,6 +305,10 @@ def train_cnn3d(
                         from .data.brain import augment
 
                         xe, ye = augment(x_tr, y_tr, aug_rng)
+                    elif augment:
+                        from .data.cosmology import augment as cosmo_augment
+
+                        xe, ye = cosmo_augment(x_tr, aug_rng), y_tr
                     else:
                         xe, ye = x_tr, y_tr
                     xe_t = torch.from_numpy(np.ascontiguousarray(xe))
@@ -346,7 +368,7 @@ def train_cnn3d(
     total_seconds = time.perf_counter() - t_start
     metrics = {
         "model": model, "task": kind, **data_info,
-        "epochs": epochs, "seed": seed, "data_seed": data_seed, "size": size,
+        "epochs": epochs, "augment": bool(augment) if kind == "regression" else True, "seed": seed, "data_seed": data_seed, "size": size,
         "width": width, "model_options": options, "n_samples": n_samples,
         "batch_size": batch_size, "lr": lr,
         "device": str(dev), "threads": threads,

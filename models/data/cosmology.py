@@ -49,6 +49,7 @@ from .cache import DataUnavailable, cache_dir
 
 __all__ = [
     "CosmologyConfig",
+    "augment",
     "PARAM_NAMES",
     "PARAM_RANGES",
     "VOLUME_KEY",
@@ -346,3 +347,22 @@ def load_cosmology(config: CosmologyConfig | None = None, val_fraction: float = 
     cosmo = np.arange(cfg.n_samples) // cfg.samples_per_cosmology
     val = cosmo >= n_cosmo - n_val_cosmo
     return x[~val], y[~val], x[val], y[val]
+
+
+def augment(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Exact symmetries of a periodic, statistically isotropic box, drawn per sample: a
+    random permutation of the three spatial axes, a random flip of each, and a random
+    periodic shift along each.  None of them changes the cosmological parameters, so the
+    targets stay as they are (CosmoFlow trains with such flips/rotations as well).
+
+    ``x``: ``(N, C, D, H, W)``; returns a new array.
+    """
+    out = np.empty_like(x)
+    for i in range(len(x)):
+        v = np.transpose(x[i], (0, *(1 + rng.permutation(3))))
+        for ax in range(1, 4):
+            if rng.random() < 0.5:
+                v = np.flip(v, axis=ax)
+        out[i] = np.roll(v, tuple(int(s) for s in rng.integers(0, v.shape[1:], size=3)),
+                         axis=(1, 2, 3))
+    return out

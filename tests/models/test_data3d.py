@@ -236,3 +236,34 @@ def test_real_mni_patches_are_disjoint_and_labelled():
     assert np.all(b.origins_train[:, 1] >= b.y_split)
     # white matter is brighter than grey matter in T1
     assert b.x_train[:, 0][b.y_train == 2].mean() > b.x_train[:, 0][b.y_train == 1].mean()
+
+
+def test_cosmology_augment_is_a_box_symmetry():
+    """Each augmented volume is the original under one axis permutation, flips and a
+    periodic shift (all channels alike): same values, same shape, new arrangement."""
+    from tessera.models.data.cosmology import augment
+
+    rng = np.random.default_rng(0)
+    x = rng.random((6, 2, 5, 5, 5)).astype(np.float32)
+    y = augment(x, np.random.default_rng(1))
+    assert y.shape == x.shape and y.dtype == x.dtype
+    for a, b in zip(x, y):
+        assert np.array_equal(np.sort(a.ravel()), np.sort(b.ravel()))
+        found = False
+        for perm in __import__("itertools").permutations((1, 2, 3)):
+            t = np.transpose(a, (0, *perm))
+            for flips in np.ndindex(2, 2, 2):
+                f = t
+                for ax, fl in enumerate(flips):
+                    if fl:
+                        f = np.flip(f, axis=ax + 1)
+                for shift in np.ndindex(5, 5, 5):
+                    if np.array_equal(np.roll(f, shift, axis=(1, 2, 3)), b):
+                        found = True
+                        break
+                if found:
+                    break
+            if found:
+                break
+        assert found
+    assert not np.array_equal(x, y)
