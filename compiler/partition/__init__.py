@@ -1,0 +1,6 @@
+"""Spatial partitioning of 3D CNNs (papers 1-2): the halo arithmetic shared by the deployment
+planner and the training companion."""
+
+from .regions import Span, input_span, required_spans
+
+__all__ = ["Span", "input_span", "required_spans"]

@@ -1,0 +1,73 @@
+"""The halo arithmetic (tessera.compiler.partition.regions) against the integer reference:
+outside an output block's required input span nothing changes the block (sufficient), and
+every face of the span inside the volume does change it (tight)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tessera.compiler.ir.types import FixedType
+from tessera.compiler.ops import avgpool, conv, convtranspose, maxpool, quant, relu, upsample
+from tessera.compiler.partition import required_spans
+from tessera.compiler.reference.interpret import run_ir
+from tessera.compiler.samples import sample_codes
+
+
+def _conv(rng, cin, cout, k, s, p):
+    w = rng.integers(1, 8, size=(cout, cin, *k))  # positive weights: every tap matters
+    return conv.Attrs(w, FixedType(4, 0, False), None, None, s, p)
+
+
+def _chains(rng):
+    q = quant.Attrs(FixedType(20, 0, True), False, "ROUND")  # wide: no saturation hides a change
+    return {
+        "conv_pool": [("conv", _conv(rng, 2, 3, (3, 3, 3), (1, 1, 1), (1, 1, 1, 1, 1, 1))), ("relu", relu.Attrs()),
+                      ("maxpool", maxpool.Attrs((2, 2, 2), (2, 2, 2))),
+                      ("conv", _conv(rng, 3, 2, (3, 2, 3), (2, 1, 1), (1, 0, 1, 0, 1, 1)))],
+        "cosmoflow_stage": [("conv", _conv(rng, 2, 2, (3, 3, 3), (1, 1, 1), (1,) * 6)),
+                            ("avgpool", avgpool.Attrs((3, 3, 3), (2, 2, 2), (1,) * 6, True, q))],
+        "unet_up": [("conv", _conv(rng, 2, 2, (3, 3, 3), (1, 1, 1), (1,) * 6)),
+                    ("convtranspose", convtranspose.Attrs(rng.integers(1, 8, size=(2, 2, 2, 2, 2)), FixedType(4, 0, False),
+                                                          None, None, (2, 2, 2), (0,) * 6)),
+                    ("upsample", upsample.Attrs((1, 2, 1)))],
+        "tconv_k3s2": [("convtranspose", convtranspose.Attrs(rng.integers(1, 8, size=(2, 2, 3, 3, 3)),
+                                                             FixedType(4, 0, False), None, None, (2, 2, 2), (1,) * 6))],
+    }
+
+
+@pytest.mark.parametrize("chain", ["conv_pool", "cosmoflow_stage", "unet_up", "tconv_k3s2"])
+def test_required_span_is_sufficient_and_tight(make_graph, make_type, chain):
+    rng = np.random.default_rng(5)
+    g = make_graph(make_type(6, 0, False, (2, 9, 8, 7)), *_chains(rng)[chain])
+    out = g.values[g.output]
+    x = sample_codes(g.values[g.input], 1, seed=1)
+    x[...] = rng.integers(1, 60, size=x.shape)  # positive, no saturation at zero
+    y = run_ir(g, x)
+    for trial in range(6):
+        block = tuple((int(a), int(a) + int(rng.integers(1, n - a + 1)))
+                      for a, n in ((rng.integers(0, n), n) for n in out.shape[1:]))
+        span = required_spans(g, g.output, block)[g.input]
+        sl = (slice(None), slice(None)) + tuple(slice(a, b) for a, b in block)
+        inside = np.zeros(x.shape[2:], dtype=bool)
+        inside[tuple(slice(a, b) for a, b in span)] = True
+        x2 = x.copy()
+        x2[:, :, ~inside] = rng.integers(1, 60, size=x2[:, :, ~inside].shape)  # outside the span: anything
+        assert np.array_equal(run_ir(g, x2)[sl], y[sl]), (chain, block, span)
+        for d, (a, b) in enumerate(span):  # each face of the span is read
+            for face in (a, b - 1):
+                x3 = x.copy()
+                idx = [slice(None), slice(None)] + [slice(lo, hi) for lo, hi in span]
+                idx[2 + d] = slice(face, face + 1)
+                x3[tuple(idx)] += 50  # > the 27-voxel average pool's rounding
+                assert not np.array_equal(run_ir(g, x3)[sl], y[sl]), (chain, block, span, d, face)
+
+
+def test_skip_connection_takes_the_union(make_dag, make_type, skip_block, rng):
+    """Through concat / add with a skip path, a value's span is the bounding box of what
+    both paths read."""
+    g = make_dag(make_type(8, 3, True, (2, 6, 5, 4)), skip_block(rng, 2, 3))
+    spans = required_spans(g, g.output, ((1, 3), (0, 2), (2, 4)))
+    assert g.input in spans
+    for v, s in spans.items():
+        assert all(0 <= a < b <= n for (a, b), n in zip(s, g.values[v].shape[1:]))
