@@ -381,6 +381,15 @@ def build_cnn3d(name: str, *, width: float, input_size: int, in_channels: int,
 # ---------------------------------------------------------------------------------------
 
 
+def _trained_weight(conv: nn.Module) -> torch.Tensor:
+    """The weights the trained model computes with: the quantized values of a brevitas conv
+    (not its float shadow weights, which differ by up to half a step), the plain weights
+    otherwise."""
+    if isinstance(conv, QuantConv3d) and conv.weight_quant.is_quant_enabled:
+        return conv.quant_weight().value.detach()
+    return conv.weight
+
+
 def _fold_pair(conv: nn.Module, bn: nn.BatchNorm3d) -> nn.Module:
     """A new conv equal to ``bn(conv(x))`` (eval mode) in float arithmetic.
 
@@ -392,7 +401,7 @@ def _fold_pair(conv: nn.Module, bn: nn.BatchNorm3d) -> nn.Module:
     with torch.no_grad():
         inv = bn.weight / torch.sqrt(bn.running_var + bn.eps)
         b0 = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
-        w = conv.weight * inv.reshape(-1, *([1] * (conv.weight.dim() - 1)))
+        w = _trained_weight(conv) * inv.reshape(-1, *([1] * (conv.weight.dim() - 1)))
         b = bn.bias + (b0 - bn.running_mean) * inv
     kw = dict(kernel_size=conv.kernel_size, stride=conv.stride, padding=conv.padding,
               dilation=conv.dilation, groups=conv.groups, bias=True)
