@@ -22,7 +22,7 @@ from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from . import cellprog as cp
 from .base import OpDef
-from .lstm import GATES, Gate, check_table_inputs, gate_acc, gated_state
+from .lstm import GATES, Gate, check_biases, check_table_inputs, gate_acc, gated_state
 from .quant import Attrs as QuantAttrs
 
 
@@ -81,6 +81,7 @@ class ConvLstm(OpDef):
                     raise UnsupportedModelError(f"node '{node}': ConvLSTM input kernels do not match input {x.shape}")
             if not (-128 <= cell.out.qmin and cell.out.qmax <= 127) or (k == 0 and not (-128 <= x.lo and x.hi <= 127)):
                 raise UnsupportedModelError(f"node '{node}': ConvLSTM convolves signed 8-bit codes only (input and hidden state)")
+            check_biases("ConvLSTM", cell.gates, hc, node)
             check_table_inputs([cell.cell, *(g.acc for g in cell.gates)], node)
         if a.forecaster is not None and a.forecaster.hidden != a.encoder.hidden:
             raise UnsupportedModelError(f"node '{node}': encoder and forecaster state sizes differ")

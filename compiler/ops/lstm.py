@@ -128,6 +128,15 @@ def check_dense_cell(what: str, attrs, x: TensorType, node: str) -> None:
     for g in attrs.gates:
         if g.wx.codes.shape != (attrs.hidden, x.shape[1]) or g.wh.codes.shape != (attrs.hidden, attrs.hidden):
             raise UnsupportedModelError(f"node '{node}': {what} weight shapes do not match input {x.shape}")
+    check_biases(what, attrs.gates, attrs.hidden, node)
+
+
+def check_biases(what: str, gates, hidden: int, node: str) -> None:
+    """Every gate bias (``bias``, or GRU's ``bx`` / ``bh``) has one value per hidden unit."""
+    for g in gates:
+        for b in (getattr(g, k, None) for k in ("bias", "bx", "bh")):
+            if b is not None and np.shape(b) != (hidden,):
+                raise UnsupportedModelError(f"node '{node}': {what} gate bias of shape {np.shape(b)}, expected ({hidden},)")
 
 
 def check_table_inputs(quants, node: str) -> None:

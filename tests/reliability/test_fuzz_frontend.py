@@ -105,3 +105,54 @@ def test_fuzz_frontend_never_crashes(tmp_path, make_qonnx_mlp, brevitas_kit):
         assert np.array_equal(reference.run(codes), run_ir(g, codes)), what
         outcomes["compiled"] += 1
     assert outcomes["compiled"] > 0 and outcomes["refused"] > 0, outcomes
+
+
+def _recurrent_seeds(tmp_path):
+    import warnings
+
+    import torch
+
+    from tessera.models.rnn.export import export_forecaster, export_sentiment
+    from tessera.models.rnn.networks import ConvLSTMForecaster, SentimentRNN
+
+    torch.manual_seed(0)
+    seeds = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for cell, weights in (("lstm", "ternary"), ("gru", "binary")):
+            m = SentimentRNN(cell, weights, 20, embed_dim=3, hidden_size=3)
+            m.train()
+            for _ in range(55):  # past the activation quantizers' statistics phase
+                m(torch.randint(1, 20, (4, 4))).sum().backward()
+            seeds.append(onnx.load(str(export_sentiment(m.eval(), tmp_path / f"{cell}.onnx", seq_len=4))))
+        f = ConvLSTMForecaster("quaternary", hidden_channels=2, kernel_size=3, patch=2, out_frames=2)
+        f.train()
+        for _ in range(55):
+            f(torch.rand(2, 2, 1, 4, 4)).sum().backward()
+        seeds.append(onnx.load(str(export_forecaster(f.eval(), tmp_path / "convlstm.onnx", in_frames=2, size=4))))
+    return seeds
+
+
+def test_fuzz_recurrent_frontend_never_crashes(tmp_path):
+    """The same mutations on exported LSTM / GRU classifiers and a ConvLSTM frame predictor."""
+    rng = np.random.default_rng(7)
+    seeds = _recurrent_seeds(tmp_path)
+    outcomes = {"compiled": 0, "refused": 0}
+    for case in range(max(30, N_CASES // 3)):
+        model, what = mutate(seeds[case % len(seeds)], rng)
+        path = tmp_path / f"case{case}.onnx"
+        onnx.save(model, path)
+        try:
+            g = compile_ir(path)
+            reference = OrtReference(emit_reference(g))
+        except TesseraError as exc:
+            msg = str(exc)
+            assert msg and "\n" not in msg, (what, msg)
+            outcomes["refused"] += 1
+            continue
+        except Exception as exc:  # pragma: no cover - this is the failure the test looks for
+            pytest.fail(f"case {case} ({what}): unhandled {type(exc).__name__}: {exc}")
+        codes = sample_codes(g.values[g.input], 8, seed=case)
+        assert np.array_equal(reference.run(codes), run_ir(g, codes)), what
+        outcomes["compiled"] += 1
+    assert outcomes["compiled"] > 0 and outcomes["refused"] > 0, outcomes
