@@ -41,15 +41,17 @@ def weight_bits(graph) -> int:
             bits += a.weight.size * a.wtype.width
             if a.bias is not None:
                 bits += a.bias.size * a.btype.width
-        elif hasattr(a, "gates"):
-            mats = [w for g in a.gates for w in (g.wx, g.wh)]
-            kinds = {w.kind for w in mats}
-            kind = kinds.pop() if len(kinds) == 1 else "int"
-            width = CODEBOOK_BITS.get(kind) or max(w.ftype.width for w in mats)
-            bits += sum(w.codes.size for w in mats) * width
-            for g in a.gates:
-                for b in ("bias", "bx", "bh"):
-                    bits += _bias_bits(getattr(g, b, None))
+        else:  # recurrent: one cell (LSTM, GRU) or an encoder and a forecaster (ConvLSTM)
+            for cell in [a] if hasattr(a, "gates") else [c for c in (getattr(a, "encoder", None),
+                                                                      getattr(a, "forecaster", None)) if c]:
+                mats = [w for g in cell.gates for w in (g.wx, g.wh) if w is not None]
+                kinds = {w.kind for w in mats}
+                kind = kinds.pop() if len(kinds) == 1 else "int"
+                width = CODEBOOK_BITS.get(kind) or max(w.ftype.width for w in mats)
+                bits += sum(w.codes.size for w in mats) * width
+                for g in cell.gates:
+                    for b in ("bias", "bx", "bh"):
+                        bits += _bias_bits(getattr(g, b, None))
     return int(bits)
 
 
