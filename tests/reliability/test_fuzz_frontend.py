@@ -83,11 +83,11 @@ def _seeds(tmp_path, make_qonnx_mlp, brevitas_kit):
     return [onnx.load(str(make_qonnx_mlp(tmp_path / "mlp.onnx"))), onnx.load(str(exported))]
 
 
-def test_fuzz_frontend_never_crashes(tmp_path, make_qonnx_mlp, brevitas_kit):
-    rng = np.random.default_rng(2024)
-    seeds = _seeds(tmp_path, make_qonnx_mlp, brevitas_kit)
+def _fuzz(seeds, rng, n_cases, n_samples, tmp_path) -> dict:
+    """Mutate the seeds ``n_cases`` times: each case compiles and stays exact, or is refused
+    with a one-line TesseraError; anything else fails the test."""
     outcomes = {"compiled": 0, "refused": 0}
-    for case in range(N_CASES):
+    for case in range(n_cases):
         model, what = mutate(seeds[case % len(seeds)], rng)
         path = tmp_path / f"case{case}.onnx"
         onnx.save(model, path)
@@ -101,9 +101,14 @@ def test_fuzz_frontend_never_crashes(tmp_path, make_qonnx_mlp, brevitas_kit):
             continue
         except Exception as exc:  # pragma: no cover - this is the failure the test looks for
             pytest.fail(f"case {case} ({what}): unhandled {type(exc).__name__}: {exc}")
-        codes = sample_codes(g.values[g.input], 20, seed=case)
+        codes = sample_codes(g.values[g.input], n_samples, seed=case)
         assert np.array_equal(reference.run(codes), run_ir(g, codes)), what
         outcomes["compiled"] += 1
+    return outcomes
+
+
+def test_fuzz_frontend_never_crashes(tmp_path, make_qonnx_mlp, brevitas_kit):
+    outcomes = _fuzz(_seeds(tmp_path, make_qonnx_mlp, brevitas_kit), np.random.default_rng(2024), N_CASES, 20, tmp_path)
     assert outcomes["compiled"] > 0 and outcomes["refused"] > 0, outcomes
 
 
@@ -135,24 +140,5 @@ def _recurrent_seeds(tmp_path):
 
 def test_fuzz_recurrent_frontend_never_crashes(tmp_path):
     """The same mutations on exported LSTM / GRU classifiers and a ConvLSTM frame predictor."""
-    rng = np.random.default_rng(7)
-    seeds = _recurrent_seeds(tmp_path)
-    outcomes = {"compiled": 0, "refused": 0}
-    for case in range(max(30, N_CASES // 3)):
-        model, what = mutate(seeds[case % len(seeds)], rng)
-        path = tmp_path / f"case{case}.onnx"
-        onnx.save(model, path)
-        try:
-            g = compile_ir(path)
-            reference = OrtReference(emit_reference(g))
-        except TesseraError as exc:
-            msg = str(exc)
-            assert msg and "\n" not in msg, (what, msg)
-            outcomes["refused"] += 1
-            continue
-        except Exception as exc:  # pragma: no cover - this is the failure the test looks for
-            pytest.fail(f"case {case} ({what}): unhandled {type(exc).__name__}: {exc}")
-        codes = sample_codes(g.values[g.input], 8, seed=case)
-        assert np.array_equal(reference.run(codes), run_ir(g, codes)), what
-        outcomes["compiled"] += 1
+    outcomes = _fuzz(_recurrent_seeds(tmp_path), np.random.default_rng(7), max(30, N_CASES // 3), 8, tmp_path)
     assert outcomes["compiled"] > 0 and outcomes["refused"] > 0, outcomes
