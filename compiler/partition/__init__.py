@@ -2,6 +2,8 @@
 planner and the training companion."""
 
 from .execute import run_block
+from .plan import BlockPlan, Plan, grid_blocks, grid_for_budget, plan_overlapped, segment_output
 from .regions import Span, input_span, required_spans
 
-__all__ = ["Span", "input_span", "required_spans", "run_block"]
+__all__ = ["BlockPlan", "Plan", "Span", "grid_blocks", "grid_for_budget", "input_span", "plan_overlapped",
+           "required_spans", "run_block", "segment_output"]

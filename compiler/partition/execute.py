@@ -50,7 +50,7 @@ def _no_pads(node: Node):
     return dataclasses.replace(a, pads=(0,) * len(a.pads)) if hasattr(a, "pads") else a
 
 
-def _run_node(graph: Graph, node: Node, local: dict, span: Span) -> np.ndarray:
+def _run_node(graph: Graph, node: Node, local: dict, span: Span, stats: dict | None = None) -> np.ndarray:
     out_t = graph.values[node.output]
     ins_t = [graph.values[v] for v in node.inputs]
     if node.op in WINDOW_OPS or node.op in SCATTER_OPS:
@@ -59,6 +59,9 @@ def _run_node(graph: Graph, node: Node, local: dict, span: Span) -> np.ndarray:
         x = _gather(data, have, need)
         attrs = _no_pads(node)
         x_t = _local_type(ins_t[0], x.shape[2:])
+        if stats is not None:
+            y_t = _local_type(out_t, tuple(b - a for a, b in span))
+            stats["macs"] = stats.get("macs", 0) + OPS[node.op].macs(attrs, [x_t], y_t)
         if node.op in WINDOW_OPS:
             return OPS[node.op].reference(attrs, [x], [x_t], _local_type(out_t, tuple(b - a for a, b in span)))
         y = OPS[node.op].reference(attrs, [x], [x_t], _local_type(out_t, (0,) * len(span)))
@@ -73,16 +76,31 @@ def _run_node(graph: Graph, node: Node, local: dict, span: Span) -> np.ndarray:
                                   _local_type(out_t, tuple(b - a for a, b in span)))
 
 
-def run_block(graph: Graph, value: str, block: Span, x: np.ndarray) -> np.ndarray:
+def run_block(graph: Graph, value: str, block: Span, x: np.ndarray, stats: dict | None = None) -> np.ndarray:
     """Codes of ``value`` on ``block`` (clipped to the volume), computed only from the input
-    span the block reads; ``x``: full input codes ``(N, C, D, H, W)``."""
+    span the block reads; ``x``: full input codes ``(N, C, D, H, W)``.  ``stats``, when
+    given, receives what the execution did: ``macs`` (per sample, counted by each op's own
+    rule on the local shapes it ran), ``input_voxels`` read and ``peak_bytes`` (the largest
+    layer working set: its local input and output arrays at their types' byte widths)."""
     spans = required_spans(graph, value, block)
     if graph.input not in spans:
         raise UnsupportedModelError(f"value '{value}' does not depend on the graph input")
     local = {graph.input: (_gather(x, tuple((0, n) for n in x.shape[2:]), spans[graph.input]), spans[graph.input])}
+    if stats is not None:
+        stats["input_voxels"] = int(np.prod([b - a for a, b in spans[graph.input]]))
     for node in graph.nodes:
         if node.output in spans:
-            local[node.output] = (_run_node(graph, node, local, spans[node.output]), spans[node.output])
+            y = _run_node(graph, node, local, spans[node.output], stats)
+            local[node.output] = (y, spans[node.output])
+            if stats is not None:
+                arrays = [(local[v][0], graph.values[v]) for v in node.inputs] + [(y, graph.values[node.output])]
+                ws = sum(int(np.prod(a.shape[1:])) * type_bytes(t) for a, t in arrays)
+                stats["peak_bytes"] = max(stats.get("peak_bytes", 0), ws)
         if node.output == value:
             break
     return local[value][0]
+
+
+def type_bytes(t: TensorType) -> int:
+    """Bytes per element of a value held on chip: its fixed-point width rounded up to bytes."""
+    return (t.ftype.width + 7) // 8

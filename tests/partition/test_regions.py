@@ -102,3 +102,49 @@ def test_tiles_through_skip_connections(make_dag, make_type, skip_block, rng):
     want = run_ir(g, x)
     block = ((1, 4), (2, 5), (0, 3))
     assert np.array_equal(run_block(g, g.output, block, x), want[:, :, 1:4, 2:5, 0:3])
+
+
+@pytest.mark.parametrize("chain", ["conv_pool", "cosmoflow_stage", "unet_up"])
+@pytest.mark.parametrize("grid", [(1, 1, 1), (2, 1, 1), (2, 2, 2), (3, 2, 1)])
+def test_plan_equals_the_executed_schedule(make_graph, make_type, chain, grid):
+    """Planner counts (MACs, input voxels read, peak working set) == what run_block did, per
+    block; redundant compute and halo are zero for one block and grow with the grid."""
+    from tessera.compiler.partition.execute import run_block
+    from tessera.compiler.partition.plan import plan_overlapped
+
+    rng = np.random.default_rng(7)
+    g = make_graph(make_type(6, 0, False, (2, 9, 8, 7)), *_chains(rng)[chain])
+    x = sample_codes(g.values[g.input], 1, seed=2)
+    if any(k > n for k, n in zip(grid, g.values[g.output].shape[1:])):
+        from tessera.compiler.errors import UnsupportedModelError
+
+        with pytest.raises(UnsupportedModelError, match="more blocks than voxels"):
+            plan_overlapped(g, grid)
+        return
+    plan = plan_overlapped(g, grid)
+    assert len(plan.blocks) == int(np.prod(grid))
+    for b in plan.blocks:
+        stats = {}
+        run_block(g, plan.value, b.block, x, stats)
+        assert (stats["macs"], stats["input_voxels"], stats["peak_bytes"]) == (b.macs, b.input_voxels, b.peak_bytes)
+    if grid == (1, 1, 1):
+        assert plan.redundant_fraction == 0 and plan.halo_bytes == 0
+    else:  # every chain starts with a padded 3x3x3 conv: blocks read their neighbours' voxels
+        assert plan.halo_bytes > 0 and plan.redundant_fraction >= 0
+        if chain == "conv_pool":  # two stacked windows: the first conv's overlap is recomputed
+            assert plan.redundant_fraction > 0
+
+
+def test_grid_for_budget_fits_or_names_the_layer(make_graph, make_type):
+    from tessera.compiler.errors import UnsupportedModelError
+    from tessera.compiler.partition.plan import grid_for_budget, plan_overlapped
+
+    rng = np.random.default_rng(7)
+    g = make_graph(make_type(6, 0, False, (2, 9, 8, 7)), *_chains(rng)["conv_pool"])
+    whole = plan_overlapped(g, (1, 1, 1)).max_block_bytes
+    finest = plan_overlapped(g, g.values[g.output].shape[1:]).max_block_bytes
+    budget = (whole + finest) // 2
+    p = grid_for_budget(g, budget)
+    assert np.prod(p.grid) > 1 and p.max_block_bytes <= budget < whole
+    with pytest.raises(UnsupportedModelError, match="no block grid fits 10 bytes.*at layer"):
+        grid_for_budget(g, 10)
