@@ -272,7 +272,6 @@ def test_export_matches_torch_model(tmp_path):
 
 def test_train_cnn3d_end_to_end_tiny(tmp_path, monkeypatch):
     """A CI-sized run: generated data (CAMB), training, BN folding, export, artefacts."""
-    pytest.importorskip("camb")
     import json
 
     from tessera.models.train3d import train_cnn3d

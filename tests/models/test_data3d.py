@@ -104,7 +104,6 @@ def test_density_volume_has_mean_one_and_grows_with_amplitude():
 
 
 def test_generate_and_load_tiny_cosmology(tmp_path):
-    pytest.importorskip("camb")
     cfg = cosmology.CosmologyConfig(n_samples=4, size=8, samples_per_cosmology=2, seed=5)
     folder = cosmology.generate_cosmology(tmp_path / "c", cfg, progress=False)
     files = sorted(folder.glob("univ_*.h5"))
