@@ -321,13 +321,17 @@ class RecurrentOp(OpDef):
         self.step(A, attrs, Fx((x.lo, x.hi), x.ftype.frac), state)
         return A
 
-    def infer(self, attrs, ins, node):
-        (x,) = ins
+    def checked_analysis(self, attrs, x: TensorType, node: str) -> IntervalArith:
+        """``check`` then ``analyze``; a too-wide intermediate is reported with the node's name."""
         self.check(attrs, x, node)
         try:
-            A = self.analyze(attrs, x)
+            return self.analyze(attrs, x)
         except UnsupportedModelError as exc:
             raise UnsupportedModelError(f"node '{node}': {exc}") from None
+
+    def infer(self, attrs, ins, node):
+        (x,) = ins
+        A = self.checked_analysis(attrs, x, node)
         h0 = self.initial(attrs)[0]
         shape = (x.shape[0], *h0.shape) if attrs.return_sequences else h0.shape
         lo, hi = A.ranges["h_new"]

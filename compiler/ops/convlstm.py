@@ -96,13 +96,11 @@ class ConvLstm(OpDef):
             cell_step(cp.Prefixed(A, prefix), cell, xin, state)
         return A
 
+    checked_analysis = cp.RecurrentOp.checked_analysis
+
     def infer(self, a: Attrs, ins, node):
         (x,) = ins
-        self.check(a, x, node)
-        try:
-            A = self.analyze(a, x)
-        except UnsupportedModelError as exc:
-            raise UnsupportedModelError(f"node '{node}': {exc}") from None
+        A = self.checked_analysis(a, x, node)
         last = a.forecaster or a.encoder
         steps = a.steps_out if a.forecaster else x.shape[0]
         lo, hi = A.ranges[("fc_" if a.forecaster else "enc_") + "h_new"]
