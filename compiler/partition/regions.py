@@ -22,42 +22,46 @@ from ..ir.graph import Graph, Node
 Span = tuple[tuple[int, int], ...]
 
 
-def _window(a: int, b: int, k: int, s: int, p: int) -> tuple[int, int]:
+# --- per-dimension rules: outputs [a, b) read inputs [lo, hi) (unclipped) ---------------
+
+def window_input(a: int, b: int, k: int, s: int, p: int) -> tuple[int, int]:
     """Outputs [a, b) of a window op (kernel k, stride s, begin padding p) read inputs
     [a*s - p, (b-1)*s - p + k)."""
     return a * s - p, (b - 1) * s - p + k
 
 
-def _ceil_div(x: int, y: int) -> int:
-    return -((-x) // y)
+def transposed_input(a: int, b: int, k: int, s: int, p: int) -> tuple[int, int]:
+    """Outputs [a, b) of a transposed convolution: output o gathers inputs i with
+    o + p - kk = i * s, kk in [0, k)."""
+    return -((-(a + p - k + 1)) // s), (b - 1 + p) // s + 1
+
+
+def upsample_input(a: int, b: int, f: int) -> tuple[int, int]:
+    """Outputs [a, b) of nearest upsampling by f read inputs [a // f, (b-1) // f + 1)."""
+    return a // f, (b - 1) // f + 1
 
 
 def _conv(node: Node, span: Span) -> Span:
     a = node.attrs
     k = a.weight.shape[2:]
-    return tuple(_window(lo, hi, k[i], a.strides[i], a.pads[i]) for i, (lo, hi) in enumerate(span))
+    return tuple(window_input(lo, hi, k[i], a.strides[i], a.pads[i]) for i, (lo, hi) in enumerate(span))
 
 
 def _pool(node: Node, span: Span) -> Span:
     a = node.attrs
     pads = getattr(a, "pads", (0,) * (2 * len(a.kernel)))
-    return tuple(_window(lo, hi, a.kernel[i], a.strides[i], pads[i]) for i, (lo, hi) in enumerate(span))
+    return tuple(window_input(lo, hi, a.kernel[i], a.strides[i], pads[i]) for i, (lo, hi) in enumerate(span))
 
 
 def _convtranspose(node: Node, span: Span) -> Span:
-    """Output o gathers inputs i with o + p - kk = i * s, kk in [0, k)."""
     a = node.attrs
     k = a.weight.shape[2:]
-    out = []
-    for i, (lo, hi) in enumerate(span):
-        s, p = a.strides[i], a.pads[i]
-        out.append((_ceil_div(lo + p - k[i] + 1, s), (hi - 1 + p) // s + 1))
-    return tuple(out)
+    return tuple(transposed_input(lo, hi, k[i], a.strides[i], a.pads[i]) for i, (lo, hi) in enumerate(span))
 
 
 def _upsample(node: Node, span: Span) -> Span:
     f = node.attrs.factors
-    return tuple((lo // f[i], (hi - 1) // f[i] + 1) for i, (lo, hi) in enumerate(span))
+    return tuple(upsample_input(lo, hi, f[i]) for i, (lo, hi) in enumerate(span))
 
 
 def _same(node: Node, span: Span) -> Span:
