@@ -70,6 +70,15 @@ class TesseraUpsample3D(Layer):
                                  + [self.get_attr("n_chan")])
 
 
+class TesseraCrop3D(Layer):
+    """A box of a channels-last tensor (inserted by the spatial partitioner)."""
+
+    _expected_attributes = [*(Attribute(f"{p}_{d}") for p in ("in", "start", "out") for d in DIMS), Attribute("n_chan")]
+
+    def initialize(self):
+        self.add_output_variable([self.get_attr(f"out_{d}") for d in DIMS] + [self.get_attr("n_chan")])
+
+
 class TesseraMaxPool3D(Layer):
     """3D max pooling, channels-last, no padding."""
 
@@ -210,6 +219,10 @@ EXTENSIONS: dict[str, Extension] = {
     "TesseraUpsample3D": Extension(
         TesseraUpsample3D, "upsample", "nnet_tessera_upsample.h",
         tuple(f"{p}_{d}" for p in ("in", "factor") for d in DIMS) + ("n_chan",),
+    ),
+    "TesseraCrop3D": Extension(
+        TesseraCrop3D, "crop", "nnet_tessera_crop3d.h",
+        tuple(f"{p}_{d}" for p in ("in", "start", "out") for d in DIMS) + ("n_chan",),
     ),
     "TesseraConcat": Extension(TesseraConcat, "merge", "nnet_tessera_merge.h", ("n_pos", "n_chan1", "n_chan2"),
                                prefix="concat_", n_inputs=2),

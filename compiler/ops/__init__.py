@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import (avgpool, conv, convlstm, convtranspose, dense, flatten, gru, leakyrelu, lstm, lut, maxpool, merge, quant,
+from . import (avgpool, conv, convlstm, convtranspose, crop, dense, flatten, gru, leakyrelu, lstm, lut, maxpool, merge, quant,
                relu, transpose, upsample)
 from .base import OpDef
 
@@ -18,6 +18,7 @@ OPS: dict[str, OpDef] = {
     lut.OP.name: lut.OP,
     avgpool.OP.name: avgpool.OP,
     upsample.OP.name: upsample.OP,
+    crop.OP.name: crop.OP,
     merge.CONCAT.name: merge.CONCAT,
     merge.ADD.name: merge.ADD,
     lstm.OP.name: lstm.OP,

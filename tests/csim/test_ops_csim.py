@@ -158,6 +158,16 @@ def test_upsample3d_csim(make_graph, make_type, tmp_path, io_type):
     csim_exact(g, tmp_path, io_type, n=60)
 
 
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_crop3d_csim(make_graph, make_type, tmp_path, io_type):
+    """A box that touches neither face and one that starts at the origin, after a conv."""
+    from tessera.compiler.ops import crop
+
+    g = make_graph(make_type(7, 3, True, (2, 5, 4, 6)), ("crop", crop.Attrs((1, 0, 2), (3, 4, 3))),
+                   ("relu", relu.Attrs()), ("crop", crop.Attrs((0, 1, 1), (2, 2, 2))))
+    csim_exact(g, tmp_path, io_type, n=60)
+
+
 @pytest.mark.parametrize("k,stride,pads,shape", [
     ((3, 3, 3), (2, 2, 2), (1, 0, 1, 1, 1, 0), (2, 7, 6, 5)),
     ((2, 3, 2), (1, 2, 2), (0, 1, 0, 0, 1, 1), (3, 5, 7, 4)),

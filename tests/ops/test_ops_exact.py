@@ -330,6 +330,24 @@ def test_upsample_exact(make_graph, make_type, factors, shape):
     assert y.shape[2:] == tuple(s * f for s, f in zip(shape[1:], factors))
 
 
+@pytest.mark.parametrize("starts,sizes,shape", [((1, 0, 2), (2, 3, 1), (3, 4, 3, 5)), ((0, 1), (4, 2), (2, 4, 5)),
+                                               ((0, 0, 0), (2, 3, 4), (1, 2, 3, 4))])
+def test_crop_exact(make_graph, make_type, starts, sizes, shape):
+    from tessera.compiler.ops import crop
+
+    g = make_graph(make_type(8, 3, True, shape), ("crop", crop.Attrs(starts, sizes)))
+    y = check_exact(g, n=40)
+    assert y.shape[2:] == sizes
+
+
+def test_crop_outside_is_refused(make_graph, make_type):
+    from tessera.compiler.errors import UnsupportedModelError
+    from tessera.compiler.ops import crop
+
+    with pytest.raises(UnsupportedModelError, match="crop .* outside input"):
+        make_graph(make_type(8, 3, True, (2, 4, 4, 4)), ("crop", crop.Attrs((3, 0, 0), (2, 4, 4))))
+
+
 def test_transpose_exact_and_relabel(make_graph, make_type):
     """Swap of the first two sample axes; the HLS index map of the output addresses the same
     buffer as the input's."""

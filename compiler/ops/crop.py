@@ -1,0 +1,61 @@
+"""Crop: a box of a spatial tensor (``y = x[:, a0:a0+n0, a1:a1+n1, ...]``), 1D to 3D.
+
+Not an ONNX op a model brings: the partitioner inserts it where a block's local value is
+larger than one consumer needs (a skip connection read by a deeper path with a larger
+halo, or a transposed convolution / upsampling whose local output overhangs the block).
+Every output code is a copy of an input code, so the type is unchanged.  The reference is
+onnxruntime's ``Slice``; 3D (and 2D as depth 1) lowers to ``TesseraCrop3D``
+(``hls_templates/crop``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import TensorType
+from .base import OpDef
+
+
+@dataclass(frozen=True)
+class Attrs:
+    starts: tuple[int, ...]  # per spatial dim
+    sizes: tuple[int, ...]
+
+
+class Crop(OpDef):
+    name = "crop"
+
+    def infer(self, attrs: Attrs, ins, node):
+        (x,) = ins
+        spatial = x.shape[1:]
+        if not (len(spatial) == len(attrs.starts) == len(attrs.sizes) <= 3) or any(
+                a < 0 or n < 1 or a + n > s for a, n, s in zip(attrs.starts, attrs.sizes, spatial)):
+            raise UnsupportedModelError(f"node '{node}': crop {attrs.starts}+{attrs.sizes} outside input {x.shape}")
+        return TensorType((x.shape[0], *attrs.sizes), x.ftype, x.lo, x.hi)
+
+    def reference(self, attrs: Attrs, xs, ins, out):
+        sl = tuple(slice(a, a + n) for a, n in zip(attrs.starts, attrs.sizes))
+        return xs[0][(slice(None), slice(None)) + sl]
+
+    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+        axes = np.arange(2, 2 + len(attrs.starts), dtype=np.int64)
+        starts = np.array(attrs.starts, dtype=np.int64)
+        return b.op("Slice", [xs[0], b.const(starts), b.const(starts + np.array(attrs.sizes, dtype=np.int64)),
+                              b.const(axes)])
+
+    def lower(self, attrs: Attrs, hl, node, ins, out):
+        x = ins[0]
+        n = len(attrs.starts)
+        spatial = (1,) * (3 - n) + x.shape[1:]
+        starts = (0,) * (3 - n) + attrs.starts
+        sizes = (1,) * (3 - n) + attrs.sizes
+        layer = {"class_name": "TesseraCrop3D", "n_chan": x.shape[0]}
+        for i, d in enumerate(("depth", "height", "width")):
+            layer[f"in_{d}"], layer[f"start_{d}"], layer[f"out_{d}"] = spatial[i], starts[i], sizes[i]
+        hl.add_layer(node, layer, {"result": out.ftype.hls()}, layout="channels")
+
+
+OP = Crop()
