@@ -174,10 +174,11 @@ def plan_exchange(graph: Graph, grid: tuple[int, ...], value: str) -> ExchangePl
 def run_exchange(graph: Graph, value: str, grid: tuple[int, ...], x: np.ndarray,
                  stats: dict | None = None, layer_fn=None) -> np.ndarray:
     """Codes of ``value`` computed layer by layer, each block from its own boxes plus the
-    halo it receives from the blocks that own it.  ``layer_fn(node, idx, tiles, out_box)``
-    (default: the integer reference on the local arrays) computes one block's output box
-    from its input tiles; ``stats`` receives per block (keyed by index) the MACs, halo
-    voxels received and peak bytes that the execution moved."""
+    halo it receives from the blocks that own it.  ``layer_fn(node, items)``, with items
+    ``[(idx, local, out_box)]`` (``local``: input value -> (array, span)), returns every
+    block's output box of one layer (default: the integer reference per block); ``stats``
+    receives per block (keyed by index) the MACs, halo voxels received and peak bytes that
+    the execution moved."""
     own = ownership(graph, value, grid)
     nodes = _segment_nodes(graph, value, own)
     blocks = list(np.ndindex(*grid))
@@ -205,26 +206,30 @@ def run_exchange(graph: Graph, value: str, grid: tuple[int, ...], x: np.ndarray,
         return buf, received
 
     for n in nodes:
-        held[n.output] = {}
+        items, moved = [], []
         for idx in blocks:
             out_box = block_box(own[n.output], idx)
-            tiles = tile(graph, n, out_box)
             local, received, nbytes = {}, 0, 0
-            for v, t in zip(n.inputs, tiles):
+            for v, t in zip(n.inputs, tile(graph, n, out_box)):
                 if v not in local:  # x + x: one tile
                     buf, got = assemble(v, t, idx)
                     local[v] = (buf, t)
                     received += got
                     nbytes += _vox(t) * graph.values[v].shape[0] * type_bytes(graph.values[v])
-            st = None if stats is None else stats.setdefault(idx, {"macs": 0, "halo_voxels": 0, "peak_bytes": 0})
-            if layer_fn is not None:
-                y = layer_fn(n, idx, [local[v][0] for v in n.inputs], out_box)
-            else:
-                y = _run_node(graph, n, local, out_box, st)
-            if st is not None:
+            items.append((idx, local, out_box))
+            moved.append((received, nbytes))
+        if layer_fn is not None:
+            outs = layer_fn(n, items)
+        else:
+            outs = [_run_node(graph, n, local, out_box,
+                              None if stats is None else stats.setdefault(idx, {"macs": 0, "halo_voxels": 0, "peak_bytes": 0}))
+                    for idx, local, out_box in items]
+        held[n.output] = {}
+        for (idx, _, _), (received, nbytes), y in zip(items, moved, outs):
+            if stats is not None:
+                st = stats.setdefault(idx, {"macs": 0, "halo_voxels": 0, "peak_bytes": 0})
                 st["halo_voxels"] += received
-                t_out = graph.values[n.output]
-                st["peak_bytes"] = max(st["peak_bytes"], nbytes + int(np.prod(y.shape[1:])) * type_bytes(t_out))
+                st["peak_bytes"] = max(st["peak_bytes"], nbytes + int(np.prod(y.shape[1:])) * type_bytes(graph.values[n.output]))
             held[n.output][idx] = y
     out = np.zeros((len(x), *graph.values[value].shape), dtype=np.int64)
     for idx in blocks:
