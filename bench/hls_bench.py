@@ -12,47 +12,17 @@ import time
 from pathlib import Path
 
 from tessera.compiler.emit import layer_table, write_project
+from tessera.compiler.estimate.costs import node_weight_bits
 from tessera.compiler.frontend import compile_ir
 from tessera.compiler.lower.hls4ml_lower import HlsOptions
 from tessera.compiler.sim.csim import CSim
 from tessera.compiler.verify import verify
 
 
-#: Bits per stored weight code of the recurrent kernels (binary: 1 bit, b -> 2b - 1).
-CODEBOOK_BITS = {"binary": 1, "ternary": 2, "quaternary": 3}
-
-
-def _bias_bits(codes) -> int:
-    if codes is None or not len(codes):
-        return 0
-    from tessera.compiler.ir.types import FixedType
-
-    return int(codes.size * FixedType.for_range(min(int(codes.min()), 0), max(int(codes.max()), 0), 0).width)
-
-
 def weight_bits(graph) -> int:
-    """Bits of every weight and bias tensor as stored: linear layers at their inferred
-    fixed-point width; recurrent cells at their codebook's storage width (1/2/3 bits) or
-    their integer code width, plus biases."""
-    bits = 0
-    for node in graph.nodes:
-        a = node.attrs
-        if hasattr(a, "weight"):
-            bits += a.weight.size * a.wtype.width
-            if a.bias is not None:
-                bits += a.bias.size * a.btype.width
-        else:  # recurrent: one cell (LSTM, GRU) or an encoder and a forecaster (ConvLSTM)
-            for cell in [a] if hasattr(a, "gates") else [c for c in (getattr(a, "encoder", None),
-                                                                      getattr(a, "forecaster", None)) if c]:
-                mats = [w for g in cell.gates for w in (g.wx, g.wh) if w is not None]
-                kinds = {w.kind for w in mats}
-                kind = kinds.pop() if len(kinds) == 1 else "int"
-                width = CODEBOOK_BITS.get(kind) or max(w.ftype.width for w in mats)
-                bits += sum(w.codes.size for w in mats) * width
-                for g in cell.gates:
-                    for b in ("bias", "bx", "bh"):
-                        bits += _bias_bits(getattr(g, b, None))
-    return int(bits)
+    """Bits of every weight and bias tensor as stored (see
+    :func:`tessera.compiler.estimate.costs.node_weight_bits`)."""
+    return int(sum(node_weight_bits(node) for node in graph.nodes))
 
 
 def csim_peak_rss_mb(prj: Path, codes) -> float:

@@ -325,3 +325,7 @@ def demo(out_dir, name, epochs, io_type, samples):
     out.print(f"verified: {rep.samples} samples, {rep.outputs} outputs, {rep.mismatches} mismatches")
     if rep.mismatches or rep.reference_vs_integer_semantics_mismatches or not rep.testbench.startswith("passed"):
         sys.exit(EXIT_MISMATCH)
+
+
+from .estimate.cli import estimate_cmd  # noqa: E402  (registered last: the command module imports this one lazily)
+main.add_command(estimate_cmd)

@@ -1,0 +1,69 @@
+"""``tessera estimate``: choose reuse factors (and a block grid) for a part and report the
+estimated resources, II, latency and roofline share."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import click
+
+
+def _handled(fn):
+    """The main command's error handling (imported on call: ``compiler.cli`` registers this
+    command, so importing it here at load time would be circular)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from ..cli import _handle_errors
+
+        return _handle_errors(fn)(*args, **kwargs)
+
+    return wrapper
+
+
+@click.command("estimate")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--part", default="xcu250", show_default=True, help="xcu250 (Alveo U250), vu9p, zu9eg or their full part names.")
+@click.option("--partition", default="auto", show_default=True,
+              help="Block grid of the leading spatial segment: auto (only when the unpartitioned design does not fit), "
+                   "none, or AxBxC.")
+@click.option("--io-type", type=click.Choice(["auto", "parallel", "stream"]), default="auto", show_default=True,
+              help="auto: the fitting io type with the higher throughput.")
+@click.option("--strategy", type=click.Choice(["latency", "resource"]), default="latency", show_default=True,
+              help="hls4ml strategy: weights as fabric constants (latency) or in block RAM (resource).")
+@click.option("--clock", "clock_ns", type=float, default=5.0, show_default=True, help="Clock period in ns.")
+@click.option("--utilization", type=float, default=0.8, show_default=True,
+              help="Largest fraction of each resource a design may use to count as fitting.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the estimate as JSON here.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Write the plot (PNG) here.")
+@_handled
+def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilization, json_path, plot_path):
+    """Estimate MODEL on an FPGA part: per-layer reuse factors and block grid chosen to fit
+    and maximize throughput (labelled estimates, see docs/estimate.md)."""
+    from ..cli import console, out
+    from ..frontend import compile_ir
+    from .chooser import choose_design, sweep_reuse
+    from .parts import get_part
+    from .report import layer_table, plot, summary_lines, write_json
+
+    if not 0 < utilization <= 1:
+        raise click.BadParameter("must be in (0, 1]", param_hint="--utilization")
+    if clock_ns <= 0:
+        raise click.BadParameter("must be > 0", param_hint="--clock")
+    p = get_part(part)
+    with console.status("reading and typing the model"):
+        graph = compile_ir(model)
+    io = io_type if io_type == "auto" else f"io_{io_type}"
+    with console.status(f"choosing reuse factors{' and block grid' if partition != 'none' else ''} for {p.key}"):
+        design = choose_design(graph, p, io, strategy, partition, clock_ns, utilization)
+    out.print(layer_table(design, f"{model} on {p.key}"))
+    for line in summary_lines(design):
+        out.print(line, highlight=False)
+    sweep = sweep_reuse(graph, p, design.io_type, strategy, design.grid, clock_ns) if (json_path or plot_path) else None
+    if json_path:
+        write_json(design, json_path, str(model), sweep)
+        out.print(f"wrote {json_path}")
+    if plot_path:
+        plot(design, sweep, plot_path, Path(model).name)
+        out.print(f"wrote {plot_path}")
