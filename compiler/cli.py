@@ -77,8 +77,15 @@ def main(debug: bool) -> None:
 @click.option("--project-name", default="tessera_model", show_default=True)
 @click.option("--tb-samples", type=int, default=64, show_default=True, help="Reference samples written for the testbench.")
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
+@click.option("--partition", "grid_text", help="3D CNNs: run the volume as AxBxC blocks (e.g. 2x2x1), or 'auto' "
+              "(the fewest blocks that fit --onchip-budget).")
+@click.option("--onchip-budget", help="Bytes one block's working set may use on chip (e.g. 4MiB, 512KiB); implies "
+              "--partition auto.")
+@click.option("--partition-mode", type=click.Choice(["overlap", "exchange"]), default="overlap", show_default=True,
+              help="overlap: blocks read their halo and recompute it; exchange: per-layer halo exchange.")
 @_handle_errors
-def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name, tb_samples, force):
+def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name, tb_samples, force, grid_text,
+                onchip_budget, partition_mode):
     """Compile a QONNX/QCDQ MODEL into a complete Vitis HLS project."""
     from .emit import write_project
     from .frontend import compile_ir
@@ -88,9 +95,57 @@ def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name
     opts = HlsOptions(io_type=f"io_{io_type}", reuse=reuse, part=part, clock_period=clock_period, project_name=project_name)
     with console.status("reading and typing the model"):
         graph = compile_ir(model)
-    with console.status(f"writing the HLS project ({opts.io_type}) with hls4ml"):
-        prj = write_project(graph, model, out_dir, opts, tb_samples=tb_samples, force=force)
-    out.print(f"compiled {model} -> {prj} ({len(graph.nodes)} ops, {opts.io_type}, reuse {reuse}) in {time.perf_counter() - t0:.1f} s")
+    if grid_text is None and onchip_budget is None:
+        with console.status(f"writing the HLS project ({opts.io_type}) with hls4ml"):
+            prj = write_project(graph, model, out_dir, opts, tb_samples=tb_samples, force=force)
+        out.print(f"compiled {model} -> {prj} ({len(graph.nodes)} ops, {opts.io_type}, reuse {reuse}) in "
+                  f"{time.perf_counter() - t0:.1f} s")
+        return
+    prj, info = _compile_partitioned(graph, model, out_dir, opts, grid_text, onchip_budget, partition_mode, force)
+    out.print(f"compiled {model} -> {prj}: {'x'.join(map(str, info['grid']))} blocks ({partition_mode}), "
+              f"{len(info['kernels'])} block kernels, tail: {info['tail'] or 'none'}, in {time.perf_counter() - t0:.1f} s")
+
+
+def parse_bytes(text: str) -> int:
+    """'4MiB', '512 KiB', '2GB', '1e6' -> bytes."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([KMGT]?)(i?)B?\s*", text or "")
+    if not m:
+        raise click.UsageError(f"cannot read '{text}' as a number of bytes (e.g. 4MiB, 512KiB, 1e6)")
+    base = 1024 if m.group(3) or not m.group(2) else 1000
+    return int(float(m.group(1)) * base ** "_KMGT".index(m.group(2) or "_"))
+
+
+def _compile_partitioned(graph, model, out_dir, opts, grid_text, onchip_budget, mode, force):
+    from .partition.plan import grid_for_budget
+    from .emit import read_manifest
+    from .partition.project import write_partitioned_project
+    from .partition.runtime import Partition, parse_grid
+
+    with console.status("planning the partition"):
+        if grid_text in (None, "auto"):
+            if onchip_budget is None:
+                raise click.UsageError("--partition auto needs --onchip-budget")
+            grid = grid_for_budget(graph, parse_bytes(onchip_budget), mode).grid
+        else:
+            grid = parse_grid(grid_text)
+        part = Partition.plan(graph, grid, mode)
+        report = part.report()
+    if onchip_budget is not None and report.max_block_bytes > parse_bytes(onchip_budget):
+        from .errors import UnsupportedModelError
+
+        raise UnsupportedModelError(f"{'x'.join(map(str, grid))} blocks need {report.max_block_bytes} bytes, more than "
+                                    f"--onchip-budget {onchip_budget}")
+    out.print(f"partition {'x'.join(map(str, grid))} ({mode}): cut after '{part.cut}', redundant compute "
+              f"{100 * report.redundant_fraction:.1f} %, halo {report.halo_bytes:,} bytes, largest block "
+              f"{report.max_block_bytes:,} bytes")
+    n = len(part.block_tasks()) if mode == "overlap" else len(part.layer_graphs())
+    with _progress() as p:
+        task = p.add_task("writing block kernels", total=n)
+        prj = write_partitioned_project(graph, model, out_dir, opts, part, force=force,
+                                        progress=lambda k: p.advance(task, k))
+    return prj, read_manifest(prj)["partition"]
 
 
 @main.command()
@@ -98,16 +153,19 @@ def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name
 @click.option("--input", "input_path", required=True, type=click.Path(path_type=Path), help=".npy of real-valued inputs (N, *shape).")
 @click.option("--output", "output_path", required=True, type=click.Path(path_type=Path), help=".npy to write.")
 @click.option("--codes", is_flag=True, help="Input and output are integer codes instead of real values.")
+@click.option("--workers", type=int, help="Partitioned projects: worker processes running blocks (default: the CPUs).")
 @_handle_errors
-def emulate(project, input_path, output_path, codes):
-    """Run PROJECT's g++ C-simulation on an input array."""
+def emulate(project, input_path, output_path, codes, workers):
+    """Run PROJECT's g++ C-simulation on an input array (partitioned projects: every block
+    in parallel worker processes, then the tail)."""
     import numpy as np
 
     from .errors import InputDataError
-    from .sim.csim import CSim
+    from .partition.project import open_sim
+    from .partition.runtime import default_workers
     from .verify import load_inputs
 
-    sim = CSim(project)
+    sim = open_sim(project, workers or default_workers())
     if codes:
         try:
             x = np.load(input_path, allow_pickle=False)
@@ -123,7 +181,8 @@ def emulate(project, input_path, output_path, codes):
     with console.status("building the C-simulation (g++)"):
         sim.build()
     with _progress() as p:
-        task = p.add_task("emulating", total=len(x))
+        total = sim.progress_total(len(x)) if hasattr(sim, "progress_total") else len(x)
+        task = p.add_task("emulating" if total == len(x) else f"emulating {len(x)} samples as blocks", total=total)
         y = sim.run_codes(x, progress=lambda k: p.advance(task, k))
     result = y if codes else np.ldexp(y.astype(np.float64), -sim.manifest["output"]["frac"])
     output_path.parent.mkdir(parents=True, exist_ok=True)

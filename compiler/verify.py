@@ -21,7 +21,8 @@ from .ops.quant import quantize_float
 from .reference.emit import OrtReference, emit_reference
 from .reference.interpret import run_ir
 from .samples import sample_codes
-from .sim.csim import CSim
+from .partition.project import open_sim
+from .partition.runtime import default_workers
 
 
 @dataclass
@@ -143,7 +144,7 @@ def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: i
     t2 = time.perf_counter()
     sem = run_ir(graph, codes)
     t3 = time.perf_counter()
-    sim = CSim(prj)
+    sim = open_sim(prj, default_workers())
     sim.build()
     t4 = time.perf_counter()
     got = sim.run_codes(codes, progress=progress)

@@ -112,28 +112,42 @@ def plan_overlapped(graph: Graph, grid: tuple[int, ...], value: str | None = Non
     return plan
 
 
-def grid_for_budget(graph: Graph, budget_bytes: int, value: str | None = None, max_blocks: int = 4096) -> Plan:
-    """The plan with the fewest blocks (then the least redundant compute) whose every block's
-    working set fits ``budget_bytes``; a clear error naming the layer that needs more when
-    even the finest grid does not fit."""
-    value = value or segment_output(graph)
-    extent = graph.values[value].shape[1:]
-    candidates = sorted((g for g in itertools.product(*(range(1, n + 1) for n in extent)) if np.prod(g) <= max_blocks),
-                        key=lambda g: (int(np.prod(g)), max(g) - min(g)))
-    best = None
-    for g in candidates:
+def _grid_candidates(extent: tuple[int, ...], max_blocks: int) -> list[tuple[int, ...]]:
+    """Grids of 1, 2, 3 and powers of two blocks per dim (at most the extent), fewest blocks
+    first, then the most even."""
+    per_dim = [sorted({k for k in (1, 2, 3, *(2 ** i for i in range(2, 13))) if k <= n}) for n in extent]
+    grids = [g for g in itertools.product(*per_dim) if np.prod(g) <= max_blocks]
+    return sorted(grids, key=lambda g: (int(np.prod(g)), max(g) - min(g), g))
+
+
+def grid_for_budget(graph: Graph, budget_bytes: int, mode: str = "overlap", max_blocks: int = 4096):
+    """The plan (overlapped tiles, or halo exchange) with the fewest blocks, then the least
+    redundant compute, whose every block's working set fits ``budget_bytes``; the segment
+    is cut per grid (:func:`.specialise.cut_for_grid`).  A clear error naming the layer
+    that needs more when even the finest grid does not fit."""
+    from .exchange import plan_exchange
+    from .specialise import cut_for_grid
+
+    planner = plan_overlapped if mode == "overlap" else plan_exchange
+    best, finest = None, None
+    for g in _grid_candidates(graph.values[graph.input].shape[1:], max_blocks):
         if best is not None and np.prod(g) > np.prod(best.grid):
             break
-        p = plan_overlapped(graph, g, value)
+        try:
+            p = planner(graph, g, cut_for_grid(graph, g))
+        except UnsupportedModelError:
+            continue  # this grid cannot be carried through the layers: try the next
+        finest = p if finest is None or p.max_block_bytes < finest.max_block_bytes else finest
         if p.max_block_bytes <= budget_bytes and (best is None or p.redundant_fraction < best.redundant_fraction):
             best = p
     if best is None:
-        finest = plan_overlapped(graph, candidates[-1], value)
+        if finest is None:
+            raise UnsupportedModelError("no block grid can partition this model")
         worst = max(finest.blocks, key=lambda b: b.peak_bytes)
-        spans = required_spans(graph, value, worst.block)
+        spans = required_spans(graph, finest.value, worst.block)
         layer = max((n for n in graph.nodes if n.output in spans), key=lambda n: _node_cost(graph, n, spans)[1])
         raise UnsupportedModelError(
-            f"no block grid fits {budget_bytes} bytes: even {'x'.join(map(str, finest.grid))} blocks need "
+            f"no block grid fits {budget_bytes} bytes: the smallest blocks ({'x'.join(map(str, finest.grid))}) need "
             f"{finest.max_block_bytes} bytes, most at layer '{layer.name}' ({layer.op})")
     return best
 

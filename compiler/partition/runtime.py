@@ -49,11 +49,20 @@ def default_workers() -> int:
     return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
 
 
-# --- worker side: graphs are sent once per task; arrays are the blocks' regions ----------
+# --- worker side: a task is (graph or compiled kernel folder, input region codes) ----------
 
-def _run_graph(args):
-    g, x = args
-    return run_ir(g, x)
+_KERNELS: dict = {}
+
+
+def run_task(args) -> np.ndarray:
+    what, x = args
+    if isinstance(what, Graph):
+        return run_ir(what, x)
+    from ..sim.csim import CSim
+
+    if what not in _KERNELS:
+        _KERNELS[what] = CSim(what)
+    return _KERNELS[what].run_codes(x)
 
 
 @dataclass
@@ -89,56 +98,61 @@ class Partition:
     # ------------------------------------------------------------------ execution
 
     def run(self, x: np.ndarray, workers: int = 1, progress: Callable[[int], None] | None = None,
-            block_fn=None, tail_fn=None) -> np.ndarray:
-        """Output codes of the whole model on input codes ``x`` (N, C, D, H, W).
-        ``block_fn(kind, key, graph, x_region)`` runs one block (overlap: kind "block", key
-        the block index) or one layer of one block (exchange: kind "layer", key (node name,
-        block index)); default: the integer reference in ``workers`` processes.
+            kernel_for: Callable[[Graph], str] | None = None) -> np.ndarray:
+        """Output codes of the whole model on input codes ``x`` (N, C, D, H, W): every
+        block (overlap) or every layer of every block (exchange) in ``workers`` processes,
+        then the tail.  ``kernel_for(graph)`` names the compiled kernel (project folder)
+        that runs a block / layer / tail graph; default: the integer reference.
         ``progress(k)`` is called as blocks finish."""
-        seg = self._run_overlap(x, workers, progress, block_fn) if self.mode == "overlap" else \
-            self._run_exchange(x, workers, progress, block_fn)
+        self._kernel_for = kernel_for
+        seg = self._run_overlap(x, workers, progress) if self.mode == "overlap" else \
+            self._run_exchange(x, workers, progress)
         tail = self.tail()
         if tail is None:
             return seg
-        return run_ir(tail, seg) if tail_fn is None else tail_fn(tail, seg)
+        return run_task((tail if kernel_for is None else kernel_for(tail), seg))
 
-    def _map(self, tasks, workers, progress, block_fn, kind):
+    def _map(self, tasks, workers, progress):
         """Results of ``tasks`` [(key, graph, x_region)] in order."""
-        if block_fn is not None:
-            out = []
-            for key, g, xr in tasks:
-                out.append(block_fn(kind, key, g, xr))
-                if progress:
-                    progress(1)
-            return out
+        payload = [(g if self._kernel_for is None else self._kernel_for(g), xr) for _, g, xr in tasks]
+        out = []
         if workers <= 1 or len(tasks) == 1:
-            out = []
-            for _, g, xr in tasks:
-                out.append(run_ir(g, xr))
+            for item in payload:
+                out.append(run_task(item))
                 if progress:
                     progress(1)
             return out
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_run_graph, (g, xr)) for _, g, xr in tasks]
-            out = []
-            for f in futures:
-                out.append(f.result())
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+            for y in pool.map(run_task, payload):
+                out.append(y)
                 if progress:
                     progress(1)
-            return out
+        return out
 
-    def _run_overlap(self, x, workers, progress, block_fn):
-        tasks = []
-        for idx, block in self.blocks():
-            g, region = block_graph(self.graph, self.cut, block, name=f"block {idx}")
-            tasks.append((idx, g, x[_sl(region)]))
-        outs = self._map(tasks, workers, progress, block_fn, "block")
+    def block_tasks(self) -> list[tuple[tuple[int, ...], Graph, Span]]:
+        """Overlap mode: (block index, block graph, input region) per block."""
+        return [(idx, *block_graph(self.graph, self.cut, block, name=f"block {idx}")) for idx, block in self.blocks()]
+
+    def layer_graphs(self) -> list[Graph]:
+        """Exchange mode: the graph of every single-input layer for every block."""
+        own = ownership(self.graph, self.cut, self.grid)
+        out = []
+        for node in self.graph.nodes[:[m.output for m in self.graph.nodes].index(self.cut) + 1]:
+            if node.output in own and len(node.inputs) == 1:
+                from .exchange import block_box
+
+                out += [layer_graph(self.graph, node, block_box(own[node.output], i))[0] for i in np.ndindex(*self.grid)]
+        return out
+
+    def _run_overlap(self, x, workers, progress):
+        tasks = [(idx, g, x[_sl(region)]) for idx, g, region in self.block_tasks()]
+        outs = self._map(tasks, workers, progress)
         seg = np.zeros((len(x), *self.graph.values[self.cut].shape), dtype=np.int64)
         for (_, block), y in zip(self.blocks(), outs):
             seg[_sl(block)] = y
         return seg
 
-    def _run_exchange(self, x, workers, progress, block_fn):
+    def _run_exchange(self, x, workers, progress):
         """Layer by layer (:func:`.exchange.run_exchange`): every block holds its own box of
         each value, a layer's input tile is assembled from the owners' boxes (the halo
         exchange) and the layer's block graph runs on it; merges (several inputs, no halo)
@@ -156,7 +170,7 @@ class Partition:
                 xr, have = local[node.inputs[0]]
                 assert have == region
                 tasks.append(((node.name, idx), g, xr))
-            return self._map(tasks, workers, progress, block_fn, "layer")
+            return self._map(tasks, workers, progress)
 
         return run_exchange(self.graph, self.cut, self.grid, x, layer_fn=layer_fn)
 

@@ -1,0 +1,215 @@
+"""A partitioned HLS project: one Tessera project per distinct block kernel, one for the
+gathered tail, the host code that runs them, and a manifest.
+
+Layout::
+
+    prj/tessera.json        the model's input/output, options, the partition (mode, grid,
+                            cut, plan numbers) and the kernel of every schedule graph
+    prj/model.onnx          the source model (the schedule is recomputed from it)
+    prj/kernels/k<i>/       a complete project per distinct block graph (overlap) or
+                            layer graph (exchange); blocks with equal graphs share one
+    prj/tail/               the layers after the cut (absent when the segment is the model)
+    prj/partition_host.cpp, build_host.sh, schedule.txt, tb_data/   (overlap mode) the C++
+                            host: tiles, runs the kernels' C-simulation libraries, stitches,
+                            runs the tail, compares with the exact reference (==)
+
+:class:`PartitionedSim` has :class:`~tessera.compiler.sim.csim.CSim`'s interface, so
+``tessera emulate`` and ``tessera verify`` run partitioned projects as they run others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+
+from ... import __version__
+from ..emit import MANIFEST, _io_entry, read_manifest, sha256, write_project
+from ..errors import ProjectError, SimulationError
+from ..ir.graph import Graph
+from ..lower.hls4ml_lower import HlsOptions, channels_last_perm
+from ..reference.emit import OrtReference, emit_reference
+from ..samples import sample_codes
+from ..sim.csim import CSim, _last_error_line, require_gxx
+from ...hls_templates import path as template_path
+from .runtime import Partition
+
+
+def signature(g: Graph) -> str:
+    """Equal for block / layer graphs that compute the same function on the same shapes
+    (the nodes, their local shapes, paddings and crops; weights belong to the node names)."""
+    parts = [g.input, str(g.values[g.input].shape)]
+    for n in g.nodes:
+        a = n.attrs
+        parts.append(f"{n.name}|{n.op}|{n.inputs}|{n.output}|{g.values[n.output].shape}|"
+                     f"{getattr(a, 'pads', '')}|{getattr(a, 'starts', '')}|{getattr(a, 'sizes', '')}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _schedule_graphs(part: Partition) -> list[Graph]:
+    if part.mode == "overlap":
+        return [g for _, g, _ in part.block_tasks()]
+    return part.layer_graphs()
+
+
+def write_partitioned_project(graph: Graph, model_path: str | Path, out_dir: str | Path, opts: HlsOptions,
+                              part: Partition, tb_samples: int = 4, force: bool = False, progress=None) -> Path:
+    """Write the kernels (``progress(k)`` after each), the tail, the host and the manifest
+    atomically (a temporary folder renamed at the end)."""
+    out = Path(out_dir).resolve()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise ProjectError(f"output folder {out} exists and is not empty (use --force to replace it)")
+    tmp = out.parent / f".{out.name}.tessera-tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        tmp.mkdir(parents=True)
+        kernels: dict[str, str] = {}
+        for g in _schedule_graphs(part):
+            sig = signature(g)
+            if sig not in kernels:
+                name = f"k{len(kernels)}"
+                write_project(g, None, tmp / "kernels" / name, replace(opts, project_name=f"{opts.project_name}_{name}"),
+                              tb_samples=tb_samples)
+                kernels[sig] = f"kernels/{name}"
+            if progress:
+                progress(1)
+        tail = part.tail()
+        if tail is not None:
+            write_project(tail, None, tmp / "tail", replace(opts, project_name=f"{opts.project_name}_tail"),
+                          tb_samples=tb_samples)
+        shutil.copyfile(model_path, tmp / "model.onnx")
+        report = part.report()
+        out_t = graph.values[graph.output]
+        pout = CSim(tmp / "tail").manifest["output"]["perm"] if tail is not None else channels_last_perm(out_t.shape).tolist()
+        manifest = {
+            "tessera_version": __version__,
+            "model_file": Path(model_path).name,
+            "model_sha256": sha256(model_path),
+            "options": asdict(opts),
+            "input": _io_entry(graph, graph.input, channels_last_perm(graph.values[graph.input].shape)),
+            "input_quant": {"width": graph.input_quant.out.width, "frac": graph.input_quant.out.frac,
+                            "signed": graph.input_quant.out.signed, "narrow": graph.input_quant.narrow,
+                            "rounding": graph.input_quant.rounding},
+            "output": {**_io_entry(graph, graph.output, np.asarray(pout))},
+            "partition": {
+                "mode": part.mode, "grid": list(part.grid), "cut": part.cut, "kernels": kernels,
+                "tail": "tail" if tail is not None else None, "blocks": int(np.prod(part.grid)),
+                "redundant_compute": report.redundant_fraction, "halo_bytes": int(report.halo_bytes),
+                "max_block_bytes": int(report.max_block_bytes),
+            },
+        }
+        if part.mode == "overlap":
+            _write_host(tmp, graph, part, kernels, opts, tail, pout, tb_samples)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _write_host(prj: Path, graph: Graph, part: Partition, kernels: dict, opts: HlsOptions, tail, pout, n: int) -> None:
+    x_t, cut_t = graph.values[graph.input], graph.values[part.cut]
+    lines = [f"input {x_t.shape[0]} {' '.join(map(str, x_t.shape[1:]))} {x_t.ftype.frac}",
+             f"cut {cut_t.shape[0]} {' '.join(map(str, cut_t.shape[1:]))} {cut_t.ftype.frac}"]
+    for (idx, block), (_, g, region) in zip(part.blocks(), part.block_tasks()):
+        k = kernels[signature(g)]
+        box = lambda s: " ".join(map(str, [a for a, _ in s] + [b - a for a, b in s]))  # noqa: E731
+        lines.append(f"block {k} {opts.project_name}_{k.split('/')[-1]} {box(region)} {box(block)}")
+    out_t = graph.values[graph.output]
+    n_out = int(np.prod(out_t.shape))
+    lines.append(f"tail tail {opts.project_name}_tail {n_out} {out_t.ftype.frac}" if tail is not None
+                 else f"notail {n_out} {out_t.ftype.frac}")
+    (prj / "schedule.txt").write_text("\n".join(lines) + "\n")
+    codes = sample_codes(x_t, n, seed=1234)
+    expected = OrtReference(emit_reference(graph)).run(codes)
+    tb = prj / "tb_data"
+    tb.mkdir()
+    np.savetxt(tb / "input_codes.txt", codes.reshape(n, -1)[:, channels_last_perm(x_t.shape)], fmt="%d")
+    np.savetxt(tb / "expected_codes.txt", expected.reshape(n, -1)[:, pout], fmt="%d")
+    shutil.copyfile(template_path("partition/partition_host.cpp"), prj / "partition_host.cpp")
+    shutil.copyfile(template_path("partition/build_host.sh"), prj / "build_host.sh")
+    (prj / "build_host.sh").chmod(0o755)
+
+
+class PartitionedSim:
+    """The C-simulation of a partitioned project: the block kernels (in worker processes)
+    and the tail, scheduled by :class:`.runtime.Partition` from the project's model."""
+
+    def __init__(self, prj: str | Path, workers: int = 1):
+        from ..frontend import compile_ir
+
+        self.prj = Path(prj).resolve()
+        self.manifest = read_manifest(self.prj)
+        p = self.manifest.get("partition")
+        if p is None:
+            raise ProjectError(f"{prj} is not a partitioned project")
+        self.graph = compile_ir(self.prj / "model.onnx")
+        self.part = Partition.plan(self.graph, tuple(p["grid"]), p["mode"], p["cut"])
+        self.workers = workers
+
+    def _projects(self) -> list[Path]:
+        p = self.manifest["partition"]
+        return [self.prj / k for k in p["kernels"].values()] + ([self.prj / p["tail"]] if p["tail"] else [])
+
+    def build(self, rebuild: bool = False, progress=None) -> None:
+        for prj in self._projects():
+            CSim(prj).build(rebuild)
+            if progress:
+                progress(1)
+
+    def kernel_for(self, g: Graph) -> str:
+        if g.input == self.part.cut:  # the tail
+            return str(self.prj / self.manifest["partition"]["tail"])
+        k = self.manifest["partition"]["kernels"].get(signature(g))
+        if k is None:
+            raise ProjectError(f"{self.prj} has no kernel for {g.nodes[0].name} on input {g.values[g.input].shape} "
+                               "(compiled from another model or partition?)")
+        return str(self.prj / k)
+
+    def run_codes(self, codes: np.ndarray, progress=None) -> np.ndarray:
+        from ..errors import InputDataError
+
+        codes = np.asarray(codes)
+        if codes.shape[1:] != tuple(self.manifest["input"]["shape"]):
+            raise InputDataError(f"input shape {codes.shape[1:]} does not match the model input "
+                                 f"{tuple(self.manifest['input']['shape'])}")
+        self.build()
+        y = self.part.run(codes, workers=self.workers, kernel_for=self.kernel_for, progress=progress)
+        if progress and self.manifest["partition"]["tail"]:
+            progress(1)
+        return y
+
+    def progress_total(self, n_samples: int) -> int:
+        """What :meth:`run_codes` reports progress in: block (or layer x block) runs, + the tail."""
+        return self.part.n_tasks() + (1 if self.manifest["partition"]["tail"] else 0)
+
+    def testbench(self) -> tuple[int, str]:
+        """Overlap mode: build and run the C++ host on the reference samples."""
+        require_gxx()
+        if not (self.prj / "build_host.sh").is_file():
+            return 0, "no C++ host in exchange mode (the Python runtime exchanges the halos)"
+        self.build()
+        res = subprocess.run(["bash", "build_host.sh"], cwd=self.prj, capture_output=True, text=True)
+        text = (res.stdout + res.stderr).strip()
+        if res.returncode not in (0, 1):
+            raise SimulationError(f"partitioned host failed in {self.prj}: {_last_error_line(text)}")
+        return res.returncode, text.splitlines()[-1] if text else ""
+
+
+def open_sim(prj: str | Path, workers: int = 1):
+    """The simulation of a project: partitioned or not."""
+    m = read_manifest(prj)
+    return PartitionedSim(prj, workers) if m.get("partition") else CSim(prj)
+
+
+__all__ = ["PartitionedSim", "open_sim", "signature", "write_partitioned_project"]
