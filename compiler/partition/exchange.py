@@ -205,19 +205,25 @@ def run_exchange(graph: Graph, value: str, grid: tuple[int, ...], x: np.ndarray,
                 received += _vox(inter)
         return buf, received
 
+    uses = {}
+    for n in nodes:
+        for v in set(n.inputs):
+            uses[v] = uses.get(v, 0) + 1
     for n in nodes:
         items, moved = [], []
         for idx in blocks:
             out_box = block_box(own[n.output], idx)
-            local, received, nbytes = {}, 0, 0
+            local, received, rbytes, nbytes = {}, 0, 0, 0
             for v, t in zip(n.inputs, tile(graph, n, out_box)):
                 if v not in local:  # x + x: one tile
                     buf, got = assemble(v, t, idx)
                     local[v] = (buf, t)
+                    per_voxel = graph.values[v].shape[0] * type_bytes(graph.values[v])
                     received += got
-                    nbytes += _vox(t) * graph.values[v].shape[0] * type_bytes(graph.values[v])
+                    rbytes += got * per_voxel
+                    nbytes += _vox(t) * per_voxel
             items.append((idx, local, out_box))
-            moved.append((received, nbytes))
+            moved.append((received, rbytes, nbytes))
         if layer_fn is not None:
             outs = layer_fn(n, items)
         else:
@@ -225,12 +231,17 @@ def run_exchange(graph: Graph, value: str, grid: tuple[int, ...], x: np.ndarray,
                               None if stats is None else stats.setdefault(idx, {"macs": 0, "halo_voxels": 0, "peak_bytes": 0}))
                     for idx, local, out_box in items]
         held[n.output] = {}
-        for (idx, _, _), (received, nbytes), y in zip(items, moved, outs):
+        for (idx, _, _), (received, rbytes, nbytes), y in zip(items, moved, outs):
             if stats is not None:
                 st = stats.setdefault(idx, {"macs": 0, "halo_voxels": 0, "peak_bytes": 0})
                 st["halo_voxels"] += received
+                st["halo_bytes"] = st.get("halo_bytes", 0) + rbytes
                 st["peak_bytes"] = max(st["peak_bytes"], nbytes + int(np.prod(y.shape[1:])) * type_bytes(graph.values[n.output]))
             held[n.output][idx] = y
+        for v in set(n.inputs):  # a value no later layer reads is dropped
+            uses[v] -= 1
+            if uses[v] == 0 and v != value:
+                del held[v]
     out = np.zeros((len(x), *graph.values[value].shape), dtype=np.int64)
     for idx in blocks:
         box = block_box(own[value], idx)

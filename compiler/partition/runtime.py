@@ -98,15 +98,18 @@ class Partition:
     # ------------------------------------------------------------------ execution
 
     def run(self, x: np.ndarray, workers: int = 1, progress: Callable[[int], None] | None = None,
-            kernel_for: Callable[[Graph], str] | None = None) -> np.ndarray:
+            kernel_for: Callable[[Graph], str] | None = None, stats: dict | None = None) -> np.ndarray:
         """Output codes of the whole model on input codes ``x`` (N, C, D, H, W): every
         block (overlap) or every layer of every block (exchange) in ``workers`` processes,
         then the tail.  ``kernel_for(graph)`` names the compiled kernel (project folder)
         that runs a block / layer / tail graph; default: the integer reference.
-        ``progress(k)`` is called as blocks finish."""
+        ``progress(k)`` is called as blocks finish.  ``stats`` receives per block index the
+        input voxels moved to it and those of them that are halo (overlap: its region
+        outside its own share of the input; exchange: received from other blocks, summed
+        over the layers)."""
         self._kernel_for = kernel_for
-        seg = self._run_overlap(x, workers, progress) if self.mode == "overlap" else \
-            self._run_exchange(x, workers, progress)
+        seg = self._run_overlap(x, workers, progress, stats) if self.mode == "overlap" else \
+            self._run_exchange(x, workers, progress, stats)
         tail = self.tail()
         if tail is None:
             return seg
@@ -144,15 +147,21 @@ class Partition:
                 out += [layer_graph(self.graph, node, block_box(own[node.output], i))[0] for i in np.ndindex(*self.grid)]
         return out
 
-    def _run_overlap(self, x, workers, progress):
+    def _run_overlap(self, x, workers, progress, stats=None):
         tasks = [(idx, g, x[_sl(region)]) for idx, g, region in self.block_tasks()]
+        if stats is not None:
+            own = dict(grid_blocks(self.graph.values[self.graph.input].shape[1:], self.grid))
+            for (idx, _, region), (_, _, xr) in zip(self.block_tasks(), tasks):
+                inter = int(np.prod([max(0, min(b, d) - max(a, c)) for (a, b), (c, d) in zip(region, own[idx])]))
+                voxels = int(np.prod(xr.shape[2:]))
+                stats[idx] = {"input_voxels": voxels, "halo_voxels": voxels - inter}
         outs = self._map(tasks, workers, progress)
         seg = np.zeros((len(x), *self.graph.values[self.cut].shape), dtype=np.int64)
         for (_, block), y in zip(self.blocks(), outs):
             seg[_sl(block)] = y
         return seg
 
-    def _run_exchange(self, x, workers, progress):
+    def _run_exchange(self, x, workers, progress, stats=None):
         """Layer by layer (:func:`.exchange.run_exchange`): every block holds its own box of
         each value, a layer's input tile is assembled from the owners' boxes (the halo
         exchange) and the layer's block graph runs on it; merges (several inputs, no halo)
@@ -172,7 +181,7 @@ class Partition:
                 tasks.append(((node.name, idx), g, xr))
             return self._map(tasks, workers, progress)
 
-        return run_exchange(self.graph, self.cut, self.grid, x, layer_fn=layer_fn)
+        return run_exchange(self.graph, self.cut, self.grid, x, stats=stats, layer_fn=layer_fn)
 
     def n_tasks(self) -> int:
         """Blocks (overlap) or layer x block runs (exchange): the progress total."""

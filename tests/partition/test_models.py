@@ -60,10 +60,14 @@ def test_partitioned_model_is_bit_exact(tmp_path_factory, name, size, grid, mode
     x = sample_codes(g.values[g.input], n, seed=11)
     want = run_ir(g, x)
     p = Partition.plan(g, grid, mode)
-    done = []
-    got = p.run(x, workers=2 if np.prod(grid) > 1 else 1, progress=done.append)
+    done, stats = [], {}
+    got = p.run(x, workers=2 if np.prod(grid) > 1 else 1, progress=done.append, stats=stats)
     assert got.shape == want.shape and np.array_equal(got, want)
     assert sum(done) == p.n_tasks()
+    # the planner's halo == what this run moved to each block
+    plan = p.report()
+    assert [stats[b.index]["halo_voxels"] for b in plan.blocks] == [b.halo_voxels for b in plan.blocks]
+    assert (plan.halo_bytes == 0) == (np.prod(grid) == 1)
     if name == "cosmoflow" and size == 64:  # the model's exact onnxruntime reference agrees
         assert np.array_equal(got, OrtReference(emit_reference(g)).run(x))
     # the spatial segment is cut while every block still holds a voxel; U-Net stays split

@@ -225,7 +225,8 @@ def test_halo_exchange_equals_the_unpartitioned_run_and_its_plan(make_graph, mak
         assert plan.redundant_fraction == 0
     for b in plan.blocks:
         s = stats[b.index]
-        assert (s["macs"], s["halo_voxels"], s["peak_bytes"]) == (b.macs, b.halo_voxels, b.peak_bytes)
+        assert (s["macs"], s["halo_voxels"], s.get("halo_bytes", 0), s["peak_bytes"]) == \
+            (b.macs, b.halo_voxels, b.halo_bytes, b.peak_bytes)
     if np.prod(grid) > 1:
         assert plan.halo_bytes > 0
     else:
