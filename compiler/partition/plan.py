@@ -122,33 +122,42 @@ def _grid_candidates(extent: tuple[int, ...], max_blocks: int) -> list[tuple[int
 
 def grid_for_budget(graph: Graph, budget_bytes: int, mode: str = "overlap", max_blocks: int = 4096):
     """The plan (overlapped tiles, or halo exchange) with the fewest blocks, then the least
-    redundant compute, whose every block's working set fits ``budget_bytes``; the segment
-    is cut per grid (:func:`.specialise.cut_for_grid`).  A clear error naming the layer
+    redundant compute, whose every block's working set and the gathered tail's fit
+    ``budget_bytes``; the segment is cut per grid (:func:`.specialise.choose_cut`).  A clear error naming the layer
     that needs more when even the finest grid does not fit."""
     from .exchange import plan_exchange
-    from .specialise import cut_for_grid
+    from .specialise import choose_cut, tail_bytes
 
     planner = plan_overlapped if mode == "overlap" else plan_exchange
-    best, finest = None, None
+    best, frugal = None, None  # frugal: (need, plan, cut) of the grid needing the least
     for g in _grid_candidates(graph.values[graph.input].shape[1:], max_blocks):
         if best is not None and np.prod(g) > np.prod(best.grid):
             break
         try:
-            p = planner(graph, g, cut_for_grid(graph, g))
+            cut = choose_cut(graph, g, mode)
+            p = planner(graph, g, cut)
         except UnsupportedModelError:
             continue  # this grid cannot be carried through the layers: try the next
-        finest = p if finest is None or p.max_block_bytes < finest.max_block_bytes else finest
-        if p.max_block_bytes <= budget_bytes and (best is None or p.redundant_fraction < best.redundant_fraction):
+        need = max(p.max_block_bytes, tail_bytes(graph, cut))
+        if frugal is None or need < frugal[0]:
+            frugal = (need, p, cut)
+        if need <= budget_bytes and (best is None or p.redundant_fraction < best.redundant_fraction):
             best = p
     if best is None:
-        if finest is None:
+        if frugal is None:
             raise UnsupportedModelError("no block grid can partition this model")
-        worst = max(finest.blocks, key=lambda b: b.peak_bytes)
-        spans = required_spans(graph, finest.value, worst.block)
+        need, p, cut = frugal
+        grid_txt = "x".join(map(str, p.grid))
+        if tail_bytes(graph, cut) > p.max_block_bytes:
+            raise UnsupportedModelError(
+                f"no block grid fits {budget_bytes} bytes: the best ({grid_txt}) still gathers {need} bytes for the "
+                f"layers after '{graph.producer(cut).name}' (the unpartitioned tail)")
+        worst = max(p.blocks, key=lambda b: b.peak_bytes)
+        spans = required_spans(graph, p.value, worst.block)
         layer = max((n for n in graph.nodes if n.output in spans), key=lambda n: _node_cost(graph, n, spans)[1])
         raise UnsupportedModelError(
-            f"no block grid fits {budget_bytes} bytes: the smallest blocks ({'x'.join(map(str, finest.grid))}) need "
-            f"{finest.max_block_bytes} bytes, most at layer '{layer.name}' ({layer.op})")
+            f"no block grid fits {budget_bytes} bytes: the smallest blocks ({grid_txt}) need {need} bytes, most at "
+            f"layer '{layer.name}' ({layer.op})")
     return best
 
 

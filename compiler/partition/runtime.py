@@ -26,7 +26,7 @@ from .exchange import ownership, plan_exchange, run_exchange
 from .execute import _run_node
 from .plan import grid_blocks, plan_overlapped
 from .regions import Span
-from .specialise import block_graph, cut_for_grid, layer_graph, tail_graph
+from .specialise import block_graph, choose_cut, layer_graph, tail_graph
 
 MODES = ("overlap", "exchange")
 
@@ -79,7 +79,7 @@ class Partition:
     def plan(cls, graph: Graph, grid: tuple[int, ...], mode: str = "overlap", cut: str | None = None) -> "Partition":
         if mode not in MODES:
             raise UnsupportedModelError(f"partition mode '{mode}': choose one of {', '.join(MODES)}")
-        p = cls(graph, tuple(grid), mode, cut or cut_for_grid(graph, tuple(grid)))
+        p = cls(graph, tuple(grid), mode, cut or choose_cut(graph, tuple(grid), mode))
         p.report()  # refuses impossible grids (alignment, empty blocks) before any work
         return p
 

@@ -182,12 +182,11 @@ def is_cut(graph: Graph, value: str) -> bool:
     return all(v in later for n in graph.nodes[pos + 1:] for v in n.inputs)
 
 
-def cut_for_grid(graph: Graph, grid: tuple[int, ...]) -> str:
-    """Where the spatial segment ends for ``grid``: the latest value of the spatial prefix
-    (before the first op that mixes positions) such that every value up to it has at least
-    one voxel per block along every dim, and nothing after it reads an earlier value.
-    Like paper 1, the volume stays split while it is large; the rest is the gathered tail."""
-    best = None
+def cut_candidates(graph: Graph, grid: tuple[int, ...]) -> list[str]:
+    """Values of the spatial prefix (before the first op that mixes positions) where the
+    segment can end for ``grid``: every value up to it has at least one voxel per block
+    along every dim, and nothing after it reads an earlier value; in graph order."""
+    out = []
     for node in graph.nodes:
         if node.op not in SPAN_RULES:
             break
@@ -195,18 +194,66 @@ def cut_for_grid(graph: Graph, grid: tuple[int, ...]) -> str:
         if len(t.shape) - 1 != len(grid):
             raise UnsupportedModelError(f"grid {'x'.join(map(str, grid))} does not fit the {len(t.shape) - 1}D value "
                                         f"'{node.output}' of layer '{node.name}'")
-        small = [i for i, (g, n) in enumerate(zip(grid, t.shape[1:])) if g > n]
-        if small:
-            if best is None:
+        if any(g > n for g, n in zip(grid, t.shape[1:])):
+            if not out:
                 raise UnsupportedModelError(
                     f"grid {'x'.join(map(str, grid))} has more blocks than layer '{node.name}' ({node.op}) has voxels "
                     f"({'x'.join(map(str, t.shape[1:]))}) before any value could be split")
             break
         if is_cut(graph, node.output):
-            best = node.output
-    if best is None:
+            out.append(node.output)
+    if not out:
         raise UnsupportedModelError(f"the model has no spatial layer to partition (first op: "
                                     f"'{graph.nodes[0].name}' ({graph.nodes[0].op}))")
+    return out
+
+
+def cut_for_grid(graph: Graph, grid: tuple[int, ...]) -> str:
+    """The deepest cut for ``grid`` (like paper 1: the volume stays split while it is
+    large; the rest is the gathered tail)."""
+    return cut_candidates(graph, grid)[-1]
+
+
+def tail_bytes(graph: Graph, cut: str) -> int:
+    """On-chip working set of the gathered tail: its largest layer input(s) + output at the
+    values' byte widths (0 without a tail)."""
+    from .execute import type_bytes
+
+    tail = tail_graph(graph, cut)
+    if tail is None:
+        return 0
+    size = lambda v: int(np.prod(tail.values[v].shape)) * type_bytes(tail.values[v])  # noqa: E731
+    return max(sum(size(v) for v in set(n.inputs)) + size(n.output) for n in tail.nodes)
+
+
+def choose_cut(graph: Graph, grid: tuple[int, ...], mode: str = "overlap") -> str:
+    """The cut whose design needs the least on chip: the larger of one block's working set
+    and the gathered tail's; then the least redundant compute; then the deepest.  With
+    overlapped tiles a deep cut makes every block read (and recompute) most of the volume,
+    so the cut is usually earlier than with halo exchange."""
+    from .exchange import plan_exchange
+    from .plan import plan_overlapped
+
+    planner = plan_overlapped if mode == "overlap" else plan_exchange
+    best, best_key, refused = None, None, []
+    cuts = cut_candidates(graph, grid)
+    for i, cut in enumerate(cuts):
+        try:
+            p = planner(graph, grid, cut)
+        except UnsupportedModelError as exc:
+            refused.append(exc)
+            continue
+        key = (max(p.max_block_bytes, tail_bytes(graph, cut)), round(p.redundant_fraction, 9), -i)
+        if best_key is None or key < best_key:
+            best, best_key = cut, key
+    if any(g > 1 for g in grid):
+        one = (1,) * len(grid)
+        whole = max(plan_overlapped(graph, one, cuts[-1]).max_block_bytes, tail_bytes(graph, cuts[-1]))
+        if best is None or best_key[0] >= whole:
+            if refused:  # the deeper cuts that would have helped were refused: say why
+                raise refused[-1]
+            raise UnsupportedModelError(f"grid {'x'.join(map(str, grid))} ({mode}) saves no on-chip memory on this "
+                                        f"model: every block still needs {best_key[0]} bytes")
     return best
 
 
@@ -217,4 +264,5 @@ def run_block_graph(g: Graph, x_region: np.ndarray) -> np.ndarray:
     return run_ir(g, x_region)
 
 
-__all__ = ["block_graph", "cut_for_grid", "is_cut", "layer_graph", "run_block_graph", "tail_graph"]
+__all__ = ["block_graph", "choose_cut", "cut_candidates", "cut_for_grid", "is_cut", "layer_graph", "run_block_graph",
+           "tail_bytes", "tail_graph"]
