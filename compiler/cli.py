@@ -291,6 +291,22 @@ def models():
 CNN3D_MODELS = ("cosmoflow", "cosmoflow-mlperf", "unet3d")
 
 
+def _distributed(data_parallel: int, spatial: str) -> bool:
+    """The distributed trainer runs under torchrun (``WORLD_SIZE`` set) or when a mesh
+    larger than one rank is asked for (which then has to come from torchrun)."""
+    import os
+
+    from ..training.mesh import parse_grid
+
+    world = data_parallel * parse_grid(spatial).size
+    if "WORLD_SIZE" in os.environ:
+        return True
+    if world > 1:
+        raise click.UsageError(f"--data-parallel {data_parallel} --spatial {spatial} needs {world} processes: "
+                               f"torchrun --nproc-per-node {world} -m tessera.training train ...")
+    return False
+
+
 @main.command()
 @click.argument("name")
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), help="Folder for model.onnx, checkpoint, metrics.")
@@ -301,12 +317,24 @@ CNN3D_MODELS = ("cosmoflow", "cosmoflow-mlperf", "unet3d")
 @click.option("--task", type=click.Choice(["sentiment", "moving-digits"]), help="rnn: the task (default from the cell).")
 @click.option("--size", type=int, help="3D CNNs: input edge (volume / patch size).")
 @click.option("--width", type=float, help="3D CNNs: channel width multiplier.")
+@click.option("--data-parallel", "data_parallel", type=int, default=1, show_default=True,
+              help="3D CNNs under torchrun: data-parallel replicas.")
+@click.option("--spatial", default="1x1x1", show_default=True,
+              help="3D CNNs under torchrun: split of each sample along D x H x W (e.g. 2x2x1).")
+@click.option("--n-samples", "n_samples", type=int, help="3D CNNs: volumes generated (train + validation).")
+@click.option("--batch-size", "batch_size", type=int, help="3D CNNs: global mini-batch.")
+@click.option("--lr", type=float, help="3D CNNs: learning rate.")
+@click.option("--data-dir", "data_dir", type=click.Path(path_type=Path), help="Distributed: folder of HDF5 samples.")
+@click.option("--resume", is_flag=True, help="Distributed: continue from the checkpoint in --output.")
+@click.option("--backend", type=click.Choice(["gloo", "nccl"]), help="Distributed: default nccl with CUDA, else gloo.")
 @_handle_errors
-def train(name, out_dir, epochs, seed, cell, weights, task, size, width):
+def train(name, out_dir, epochs, seed, cell, weights, task, size, width, data_parallel, spatial, n_samples,
+          batch_size, lr, data_dir, resume, backend):
     """Quantization-aware training, exported to QONNX.
 
     NAME is a zoo model (see `tessera models`), `rnn` (with --cell and --weights), or one of
-    the 3D CNNs cosmoflow, cosmoflow-mlperf, unet3d (with --size/--width).
+    the 3D CNNs cosmoflow, cosmoflow-mlperf, unet3d (with --size/--width).  Under torchrun the
+    3D CNNs train data x spatial parallel (--data-parallel, --spatial; docs/training.md).
     """
     from ..models.data.cache import DataUnavailable
     from .errors import DataError
@@ -314,8 +342,15 @@ def train(name, out_dir, epochs, seed, cell, weights, task, size, width):
     rnn_opts, cnn_opts = (cell, weights, task), (size, width)
     if name != "rnn" and any(v is not None for v in rnn_opts):
         raise click.UsageError("--cell/--weights/--task apply to `tessera train rnn` only")
-    if name not in CNN3D_MODELS and any(v is not None for v in cnn_opts):
-        raise click.UsageError(f"--size/--width apply to the 3D CNNs ({', '.join(CNN3D_MODELS)}) only")
+    dist_opts = (n_samples, batch_size, lr, data_dir, backend)
+    if name not in CNN3D_MODELS and (any(v is not None for v in cnn_opts + dist_opts) or resume
+                                     or data_parallel != 1 or spatial != "1x1x1"):
+        raise click.UsageError(f"--size/--width/--data-parallel/--spatial/... apply to the 3D CNNs "
+                               f"({', '.join(CNN3D_MODELS)}) only")
+    if name in CNN3D_MODELS and not _distributed(data_parallel, spatial) and \
+            (any(v is not None for v in dist_opts) or resume):
+        raise click.UsageError("--n-samples/--batch-size/--lr/--data-dir/--resume/--backend need the distributed "
+                               "trainer: launch with torchrun (docs/training.md)")
     try:
         if name == "rnn":
             from ..models.rnn.train import train_rnn_cli
@@ -323,6 +358,17 @@ def train(name, out_dir, epochs, seed, cell, weights, task, size, width):
             if cell is None or weights is None:
                 raise click.UsageError("`tessera train rnn` needs --cell and --weights")
             train_rnn_cli(cell, weights, task=task, epochs=epochs, seed=seed, output=out_dir, progress=console.is_terminal)
+        elif name in CNN3D_MODELS and _distributed(data_parallel, spatial):
+            from ..training.mesh import parse_grid
+            from ..training.trainer import DistTrainConfig, train_distributed
+
+            cfg = DistTrainConfig(name, out_dir or Path("runs") / name, data=data_parallel, grid=parse_grid(spatial),
+                                  epochs=epochs, size=size, width=width, n_samples=n_samples, batch_size=batch_size,
+                                  lr=lr, seed=seed, data_dir=data_dir, resume=resume, backend=backend)
+            res = train_distributed(cfg, progress=console.is_terminal)
+            if res.metrics:
+                out.print(f"trained {name} on {data_parallel} x {spatial} ranks: validation MSE {res.metric:.4f} "
+                          f"(train-mean predictor {res.baseline:.4f}) -> {cfg.out_dir}")
         elif name in CNN3D_MODELS:
             from ..models.train3d import train_cnn3d
 

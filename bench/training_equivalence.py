@@ -1,0 +1,75 @@
+"""Acceptance 1 of the training companion: sharded training (real processes, gloo) equals
+single-process training.
+
+For every configuration of :data:`CONFIGS` (2, 4 and 8 ranks; spatial splits along 1, 2 and
+3 dims; data x spatial mixes; odd volume sizes; stride-2 layers) runs
+:func:`tessera.training.check.run_equivalence` and writes the largest relative differences
+(``max |a - b| / max |b|`` per tensor, the worst tensor reported) to
+``docs/results/training_equivalence.json``.
+
+    python bench/training_equivalence.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tessera.training.check import EquivalenceSpec, run_equivalence
+from tessera.training.mesh import SpatialGrid
+
+G = SpatialGrid
+#: (model, extent, data replicas, grid, dtype, steps)
+CONFIGS = [
+    ("layers", (12, 10, 9), 1, G(2, 1, 1), "float32", 20),
+    ("layers", (12, 10, 9), 2, G(1, 1, 1), "float32", 20),
+    ("layers", (12, 10, 9), 1, G(1, 2, 2), "float32", 20),
+    ("layers", (12, 10, 9), 1, G(1, 1, 4), "float32", 20),
+    ("layers", (12, 10, 9), 2, G(1, 2, 1), "float32", 20),
+    ("layers", (12, 10, 9), 1, G(2, 2, 2), "float32", 20),
+    ("layers", (12, 10, 9), 1, G(4, 2, 1), "float32", 20),
+    ("layers", (12, 10, 9), 2, G(2, 1, 2), "float32", 20),
+    ("cosmoflow", (11, 11, 11), 1, G(2, 1, 1), "float64", 1),
+    ("cosmoflow", (11, 11, 11), 2, G(1, 1, 1), "float64", 1),
+    ("cosmoflow", (11, 11, 11), 2, G(1, 2, 1), "float64", 1),
+    ("cosmoflow", (11, 11, 11), 1, G(2, 2, 2), "float64", 1),
+    ("unet3d", (16, 16, 16), 1, G(1, 1, 2), "float64", 1),
+    ("unet3d", (16, 16, 16), 2, G(2, 2, 1), "float64", 1),
+    ("cosmoflow", (11, 11, 11), 1, G(2, 1, 1), "float32", 20),
+    ("cosmoflow", (11, 11, 11), 2, G(1, 1, 1), "float32", 20),
+    ("cosmoflow", (11, 11, 11), 2, G(1, 2, 1), "float32", 20),
+    ("cosmoflow", (11, 11, 11), 1, G(2, 2, 2), "float32", 20),
+    ("unet3d", (16, 16, 16), 1, G(1, 1, 2), "float32", 20),
+    ("unet3d", (16, 16, 16), 2, G(2, 2, 1), "float32", 20),
+]
+
+
+def spec_of(model, extent, data, grid, dtype, steps) -> EquivalenceSpec:
+    return EquivalenceSpec(model, extent, data=data, grid=grid, dtype=dtype, steps=steps,
+                           width=0.125 if model == "cosmoflow" else 0.0625)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "results")
+    a = p.parse_args(argv)
+    rows = []
+    for cfg in CONFIGS:
+        t = time.perf_counter()
+        r = run_equivalence(spec_of(*cfg))
+        r["seconds"] = round(time.perf_counter() - t, 1)
+        rows.append(r)
+        print(f"{cfg[0]:10s} D={cfg[2]} S={cfg[3]} {cfg[4]} {cfg[5]:2d} steps: out {r['output']['max_rel']:.1e} "
+              f"loss {r['loss']['max_rel']:.1e} grads {r['grads']['max_rel']:.1e} ({r['grads']['worst']}) "
+              f"input {r['input_grad']['max_rel']:.1e} params {r['params_after']['max_rel']:.1e} "
+              f"[{r['seconds']} s]", flush=True)
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "training_equivalence.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

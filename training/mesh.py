@@ -1,0 +1,133 @@
+"""The 2-level process mesh of hybrid data + spatial parallel training.
+
+``world = data x spatial``: rank ``r = d * S + s`` is data-parallel replica ``d`` and spatial
+shard ``s`` (row-major over the spatial grid ``(gD, gH, gW)``, ``S = gD * gH * gW``).  A
+sample of the mini-batch lives on the ``S`` ranks of one spatial group; the ``D`` ranks that
+hold the same spatial block of different samples form a data group.
+
+The groups come from torch's :class:`~torch.distributed.device_mesh.DeviceMesh` (dims
+``("data", "spatial")``); point-to-point halo traffic uses global ranks on the default group.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..compiler.errors import TesseraError
+
+__all__ = ["Mesh", "MeshError", "SpatialGrid", "init_mesh", "parse_grid"]
+
+
+class MeshError(TesseraError):
+    """The requested data x spatial mesh does not fit the launch or the volume."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class SpatialGrid:
+    """How one sample is split: blocks along D, H and W."""
+
+    d: int = 1
+    h: int = 1
+    w: int = 1
+
+    def __post_init__(self):
+        if min(self.d, self.h, self.w) < 1:
+            raise MeshError(f"spatial grid {self} must have at least one block per dim")
+
+    @property
+    def dims(self) -> tuple[int, int, int]:
+        return (self.d, self.h, self.w)
+
+    @property
+    def size(self) -> int:
+        return self.d * self.h * self.w
+
+    def coords(self, s: int) -> tuple[int, int, int]:
+        return tuple(int(c) for c in np.unravel_index(s, self.dims))
+
+    def __str__(self) -> str:
+        return "x".join(map(str, self.dims))
+
+
+def parse_grid(text: str) -> SpatialGrid:
+    """``'2x2x1'`` -> ``SpatialGrid(2, 2, 1)``; ``'4'`` -> ``SpatialGrid(4, 1, 1)``."""
+    try:
+        parts = [int(p) for p in str(text).lower().split("x")]
+    except ValueError:
+        raise MeshError(f"--spatial {text!r}: expected AxBxC, e.g. 2x2x1") from None
+    if not 1 <= len(parts) <= 3:
+        raise MeshError(f"--spatial {text!r}: expected 1 to 3 factors (AxBxC)")
+    return SpatialGrid(*(parts + [1] * (3 - len(parts))))
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """This process's place in the ``data x spatial`` mesh, and its process groups.
+
+    ``world_group`` reduces what every rank computes a distinct part of (spatially sharded
+    layers: gradients, BatchNorm and quantizer statistics); ``data_group`` reduces what the
+    ranks of one spatial group compute alike (the dense tail after the gather);
+    ``spatial_group`` is the sample's shards.
+    """
+
+    data: int
+    grid: SpatialGrid
+    rank: int
+    device: torch.device
+    data_group: object
+    spatial_group: object
+    world_group: object
+    device_mesh: object = None
+
+    @property
+    def world(self) -> int:
+        return self.data * self.grid.size
+
+    @property
+    def data_index(self) -> int:
+        return self.rank // self.grid.size
+
+    @property
+    def spatial_index(self) -> int:
+        return self.rank % self.grid.size
+
+    def spatial_rank(self, s: int) -> int:
+        """Global rank of spatial shard ``s`` in this rank's spatial group."""
+        return self.data_index * self.grid.size + s
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_mesh(data: int, grid: SpatialGrid, backend: str | None = None) -> Mesh:
+    """Initialise ``torch.distributed`` (``env://``, as torchrun sets it up) if needed and
+    build the mesh.  ``backend``: ``'gloo'`` (CPU, default without CUDA) or ``'nccl'``
+    (one GPU per rank, ``LOCAL_RANK``)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    use_cuda = backend == "nccl" or (backend is None and torch.cuda.is_available())
+    backend = backend or ("nccl" if use_cuda else "gloo")
+    if use_cuda:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend)
+    world = dist.get_world_size()
+    if world != data * grid.size:
+        raise MeshError(f"world size {world} != data-parallel {data} x spatial {grid} "
+                         f"({data * grid.size}); launch with torchrun --nproc-per-node "
+                         f"{data * grid.size}")
+    dm = init_device_mesh(device.type, (data, grid.size), mesh_dim_names=("data", "spatial"))
+    return Mesh(data=data, grid=grid, rank=dist.get_rank(), device=device,
+                data_group=dm.get_group("data"), spatial_group=dm.get_group("spatial"),
+                world_group=dist.group.WORLD, device_mesh=dm)
