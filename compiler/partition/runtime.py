@@ -133,8 +133,11 @@ class Partition:
         return out
 
     def block_tasks(self) -> list[tuple[tuple[int, ...], Graph, Span]]:
-        """Overlap mode: (block index, block graph, input region) per block."""
-        return [(idx, *block_graph(self.graph, self.cut, block, name=f"block {idx}")) for idx, block in self.blocks()]
+        """Overlap mode: (block index, block graph, input region) per block (built once)."""
+        if getattr(self, "_block_tasks", None) is None:
+            self._block_tasks = [(idx, *block_graph(self.graph, self.cut, block, name=f"block {idx}"))
+                                 for idx, block in self.blocks()]
+        return self._block_tasks
 
     def layer_graphs(self) -> list[Graph]:
         """Exchange mode: the graph of every single-input layer for every block."""
@@ -151,7 +154,7 @@ class Partition:
         tasks = [(idx, g, x[_sl(region)]) for idx, g, region in self.block_tasks()]
         if stats is not None:
             own = dict(grid_blocks(self.graph.values[self.graph.input].shape[1:], self.grid))
-            for (idx, _, region), (_, _, xr) in zip(self.block_tasks(), tasks):
+            for (idx, _, region), (_, _, xr) in zip(self.block_tasks(), tasks):  # the arrays sent
                 inter = int(np.prod([max(0, min(b, d) - max(a, c)) for (a, b), (c, d) in zip(region, own[idx])]))
                 voxels = int(np.prod(xr.shape[2:]))
                 stats[idx] = {"input_voxels": voxels, "halo_voxels": voxels - inter}

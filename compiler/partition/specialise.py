@@ -159,19 +159,22 @@ def layer_graph(graph: Graph, node: Node, out_span: Span, name: str = "layer") -
     return b.finish(node.output), tile
 
 
+def _tail_nodes(graph: Graph, cut: str) -> list[Node]:
+    return list(graph.nodes) if cut == graph.input else graph.nodes[[n.output for n in graph.nodes].index(cut) + 1:]
+
+
 def tail_graph(graph: Graph, cut: str) -> Graph | None:
     """The nodes after ``cut`` (which they read whole) as a graph whose input is ``cut``;
-    None when ``cut`` is the graph output."""
+    None when ``cut`` is the graph output.  Its values keep the model's types."""
     if cut == graph.output:
         return None
-    after = graph.nodes[[n.output for n in graph.nodes].index(cut) + 1:] if cut != graph.input else list(graph.nodes)
     g = Graph(input=cut, output=graph.output, values={cut: graph.values[cut]},
               onnx_input=graph.onnx_input, onnx_output=graph.onnx_output)
     g.input_quant = quant.Attrs(graph.values[cut].ftype, False, "ROUND")
-    for node in after:
+    for node in _tail_nodes(graph, cut):
         g.nodes.append(node)
         g.values[node.output] = graph.values[node.output]
-    return run_passes(g)
+    return g
 
 
 def is_cut(graph: Graph, value: str) -> bool:
@@ -219,11 +222,8 @@ def tail_bytes(graph: Graph, cut: str) -> int:
     values' byte widths (0 without a tail)."""
     from .execute import type_bytes
 
-    tail = tail_graph(graph, cut)
-    if tail is None:
-        return 0
-    size = lambda v: int(np.prod(tail.values[v].shape)) * type_bytes(tail.values[v])  # noqa: E731
-    return max(sum(size(v) for v in set(n.inputs)) + size(n.output) for n in tail.nodes)
+    size = lambda v: int(np.prod(graph.values[v].shape)) * type_bytes(graph.values[v])  # noqa: E731
+    return max((sum(size(v) for v in set(n.inputs)) + size(n.output) for n in _tail_nodes(graph, cut)), default=0)
 
 
 def choose_cut(graph: Graph, grid: tuple[int, ...], mode: str = "overlap") -> str:
