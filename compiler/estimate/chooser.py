@@ -10,26 +10,39 @@ rule for the layers hls4ml implements (Dense, Conv2D: ``_validate_reuse_factor``
 divisors of the multiplier count for Tessera's kernels (``PIPELINE II = reuse_factor``).
 
 Block grid (``partition='auto'``): unpartitioned when that design fits; otherwise the
-partition planner's grids for halving on-chip budgets (``grid_for_budget``: fewest blocks,
-then least redundant compute, for each budget), the first whose best design fits.
+overlapped-tile plans (``plan_overlapped``) of candidate grids over the segment output,
+fewest blocks first (as ``grid_for_budget`` orders them), the first whose best design fits
+every resource (a bytes budget alone, ``grid_for_budget``'s criterion, does not capture
+the DSP / LUT / FF that io_parallel arrays and unrolled layers cost).
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from functools import lru_cache
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
-from ..partition import grid_for_budget, plan_overlapped, segment_output
+from ..partition import Plan, plan_overlapped, segment_output
+from ..partition.runtime import parse_grid
 from .costs import Work
 from .model import IO_TYPES, Design, LayerWork, estimate, layer_works
 from .parts import Part
 
-#: Largest number of blocks the automatic grid search considers.
+#: Largest number of blocks, and of block counts, the automatic grid search considers.
 MAX_BLOCKS = 512
+MAX_GRIDS = 24
+
+
+def candidate_grids(extent: tuple[int, ...], max_blocks: int = MAX_BLOCKS) -> list[tuple[int, ...]]:
+    """Block grids over the segment output, more than one block: 1, 2, 3 or a power of two
+    blocks per dim (at most the extent), fewest blocks first, then the most even."""
+    per_dim = [[k for k in (1, 2, 3, *(2 ** i for i in range(2, 13))) if k <= n] for n in extent]
+    grids = [g for g in itertools.product(*per_dim) if 1 < int(np.prod(g)) <= max_blocks]
+    return sorted(grids, key=lambda g: (int(np.prod(g)), max(g) - min(g), g))
 
 
 def _divisors(n: int) -> list[int]:
@@ -70,11 +83,10 @@ def _reuse_for(lws: list[LayerWork], options: dict[str, list[int]], target: int)
 
 
 def choose_for_grid(graph: Graph, part: Part, io_type: str = "io_parallel", strategy: str = "latency",
-                    grid: tuple[int, ...] | None = None, clock_ns: float = 5.0, utilization: float = 0.8) -> Design:
-    """The fitting design with the smallest II on ``grid`` (or the largest-reuse design,
-    which does not fit, when none does)."""
-    works = layer_works(graph, io_type, grid)
-    lws = works[0]
+                    plan: Plan | None = None, clock_ns: float = 5.0, utilization: float = 0.8) -> Design:
+    """The fitting design with the smallest II, unpartitioned or on ``plan``'s block grid
+    (or the largest-reuse design, which does not fit, when none does)."""
+    lws = layer_works(graph, io_type, plan)
     options = {lw.node: valid_reuse_factors(lw.work) for lw in lws}
     fixed = max([lw.blocks * lw.work.steps for lw in lws if not lw.work.reusable] + [1])
     floor = max([fixed] + [lw.blocks * lw.work.steps for lw in lws if lw.work.reusable])
@@ -82,7 +94,7 @@ def choose_for_grid(graph: Graph, part: Part, io_type: str = "io_parallel", stra
                                 for r in options[lw.node] if lw.blocks * lw.work.steps * r >= floor})
 
     def design(t: int) -> Design:
-        return estimate(graph, part, _reuse_for(lws, options, t), io_type, strategy, grid, clock_ns, utilization, works)
+        return estimate(graph, part, _reuse_for(lws, options, t), io_type, strategy, None, clock_ns, utilization, plan, lws)
 
     lo, hi = 0, len(targets) - 1
     if not design(targets[hi]).fits:
@@ -112,16 +124,6 @@ def partitionable(graph: Graph) -> bool:
     return bool(ops & WINDOW_OPS)
 
 
-def parse_grid(text: str) -> tuple[int, ...]:
-    try:
-        grid = tuple(int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise UnsupportedModelError(f"block grid '{text}' is not of the form AxBxC") from None
-    if not grid or min(grid) < 1:
-        raise UnsupportedModelError(f"block grid '{text}' needs positive block counts")
-    return grid
-
-
 def choose_design(graph: Graph, part: Part, io_type: str = "io_parallel", strategy: str = "latency",
                   partition: str | tuple[int, ...] | None = None, clock_ns: float = 5.0,
                   utilization: float = 0.8) -> Design:
@@ -139,24 +141,25 @@ def choose_design(graph: Graph, part: Part, io_type: str = "io_parallel", strate
         if partition is None or best.fits or not partitionable(graph):
             return best
         value = segment_output(graph)
-        budget = plan_overlapped(graph, (1,) * (len(graph.values[value].shape) - 1), value).max_block_bytes
-        seen = set()
-        while budget > 1:
-            budget //= 2
+        # `best` is the least-resource unpartitioned design; with B blocks only the
+        # volume-proportional part of it can shrink, at most B-fold: fewer blocks than its
+        # worst utilization over the limit cannot fit.  One grid (the most even) per count.
+        need = max(best.utilization.values()) / utilization
+        grids = {}
+        for grid in candidate_grids(graph.values[value].shape[1:]):
+            grids.setdefault(int(np.prod(grid)), grid)
+        for grid in [g for n, g in sorted(grids.items()) if n >= need][:MAX_GRIDS]:
             try:
-                plan = grid_for_budget(graph, budget, value, max_blocks=MAX_BLOCKS)
+                plan = plan_overlapped(graph, grid, value)
             except UnsupportedModelError:
-                break
-            if plan.grid in seen:
-                continue
-            seen.add(plan.grid)
-            d = choose_for_grid(graph, part, grid=plan.grid, **kw)
+                continue  # a grid the planner cannot tile (e.g. finer than the input)
+            d = choose_for_grid(graph, part, plan=plan, **kw)
             if d.fits:
                 return d
         return best
     if not partitionable(graph):
         raise UnsupportedModelError("this model has no spatial segment to partition into blocks")
-    return choose_for_grid(graph, part, grid=tuple(partition), **kw)
+    return choose_for_grid(graph, part, plan=plan_overlapped(graph, tuple(partition)), **kw)
 
 
 def choose_reuse(graph: Graph, part: Part | str, io_type: str = "io_parallel", strategy: str = "latency",
@@ -171,18 +174,18 @@ def choose_reuse(graph: Graph, part: Part | str, io_type: str = "io_parallel", s
 
 
 def sweep_reuse(graph: Graph, part: Part, io_type: str = "io_parallel", strategy: str = "latency",
-                grid: tuple[int, ...] | None = None, clock_ns: float = 5.0, max_points: int = 24) -> list[Design]:
+                plan: Plan | None = None, clock_ns: float = 5.0, max_points: int = 24) -> list[Design]:
     """Designs for one reuse factor R applied to every layer (each layer's largest allowed
     factor <= R), R over powers of two: the reuse / resource / II trade-off for the plot."""
-    works = layer_works(graph, io_type, grid)
-    options = {lw.node: valid_reuse_factors(lw.work) for lw in works[0]}
+    lws = layer_works(graph, io_type, plan)
+    options = {lw.node: valid_reuse_factors(lw.work) for lw in lws}
     top = max([rs[-1] for rs in options.values()] + [1])
     out = []
-    for r in sorted({int(v) for v in np.geomspace(1, top, num=min(max_points, 1 + int(np.log2(top)) + 1))}):
+    for r in sorted({int(v) for v in np.geomspace(1, top, num=min(max_points, 2 + int(np.log2(top))))}):
         reuse = {n: rs[bisect.bisect_right(rs, r) - 1] for n, rs in options.items()}
-        out.append(estimate(graph, part, reuse, io_type, strategy, grid, clock_ns, works=works))
+        out.append(estimate(graph, part, reuse, io_type, strategy, None, clock_ns, plan=plan, works=lws))
     return out
 
 
-__all__ = ["MAX_BLOCKS", "choose_design", "choose_for_grid", "choose_reuse", "parse_grid", "partitionable", "sweep_reuse",
+__all__ = ["MAX_BLOCKS", "choose_design", "choose_for_grid", "choose_reuse", "partitionable", "sweep_reuse",
            "valid_reuse_factors"]

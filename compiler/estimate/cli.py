@@ -60,7 +60,7 @@ def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilizatio
     out.print(layer_table(design, f"{model} on {p.key}"))
     for line in summary_lines(design):
         out.print(line, highlight=False)
-    sweep = sweep_reuse(graph, p, design.io_type, strategy, design.grid, clock_ns) if (json_path or plot_path) else None
+    sweep = sweep_reuse(graph, p, design.io_type, strategy, design.plan, clock_ns) if (json_path or plot_path) else None
     if json_path:
         write_json(design, json_path, str(model), sweep)
         out.print(f"wrote {json_path}")

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from ..ir.types import TensorType
-from ..partition import plan_overlapped, required_spans
+from ..partition import Plan, plan_overlapped, required_spans
 from .costs import Work, node_work, without_padding
 from .parts import Part
 
@@ -44,7 +44,6 @@ class LayerEstimate:
     reuse: int
     blocks: int  # times the layer runs per sample (blocks of the grid, or 1)
     macs: int  # per sample, whole graph (the op's MAC rule on the full shapes)
-    executed_macs: int  # per sample as run (blocks x local shapes: halo recompute included)
     mults: int
     multipliers: int
     mult_kind: str
@@ -72,6 +71,9 @@ class Design:
     grid: tuple[int, ...] | None
     layers: list[LayerEstimate] = field(default_factory=list)
     redundant_fraction: float = 0.0
+    cut: str | None = None  # the value the block grid partitions (end of the segment)
+    segment_macs: int | None = None  # the plan's blocks' MACs (per sample)
+    plan: Plan | None = None  # the partition planner's plan of the grid
 
     @property
     def n_blocks(self) -> int:
@@ -113,7 +115,11 @@ class Design:
 
     @property
     def executed_macs(self) -> int:
-        return int(sum(layer.executed_macs for layer in self.layers))
+        """MACs per sample as run: the plan's blocks (halo recompute included) for the
+        segment, the other layers once."""
+        if self.segment_macs is None:
+            return self.macs
+        return int(self.segment_macs + sum(layer.macs for layer in self.layers if layer.blocks == 1))
 
     @property
     def samples_per_s(self) -> float:
@@ -150,7 +156,7 @@ class Design:
                      "capacity": self.part.capacity(), "source": self.part.source},
             "io_type": self.io_type, "strategy": self.strategy, "clock_ns": self.clock_ns,
             "utilization_limit": self.utilization_limit,
-            "grid": list(self.grid) if self.grid else None, "blocks": self.n_blocks,
+            "grid": list(self.grid) if self.grid else None, "blocks": self.n_blocks, "cut": self.cut,
             "redundant_fraction": self.redundant_fraction,
             "totals": self.totals, "utilization": {k: (v if math.isfinite(v) else None) for k, v in u.items()},
             "fits": self.fits, "ii_cycles": self.ii, "latency_cycles": self.latency,
@@ -170,32 +176,30 @@ class LayerWork:
     full_macs: int
 
 
-def layer_works(graph: Graph, io_type: str, grid: tuple[int, ...] | None = None) -> tuple[list[LayerWork], float]:
-    """Each node's :class:`Work`; with a grid, the segment's nodes on the largest block's
-    local shapes (halo included, padding inside the span).  Also the plan's redundant
-    compute fraction."""
+def layer_works(graph: Graph, io_type: str, plan: Plan | None = None) -> list[LayerWork]:
+    """Each node's :class:`Work`; with a block plan, the nodes of its segment (up to
+    ``plan.value``) on the largest block's local shapes (halo included, the padding inside
+    the span) and run once per block."""
     if io_type not in IO_TYPES:
         raise UnsupportedModelError(f"io type must be one of {', '.join(IO_TYPES)}, got {io_type}")
     full = {n.name: node_work(n, [graph.values[v] for v in n.inputs], graph.values[n.output], io_type) for n in graph.nodes}
-    if not grid or int(np.prod(grid)) == 1:
-        return [LayerWork(n.name, n.op, full[n.name], 1, full[n.name].macs) for n in graph.nodes], 0.0
-    plan = plan_overlapped(graph, tuple(grid))
+    if plan is None or len(plan.blocks) == 1:
+        return [LayerWork(n.name, n.op, full[n.name], 1, full[n.name].macs) for n in graph.nodes]
     largest = max(plan.blocks, key=lambda b: (b.input_voxels, b.macs))
     spans = required_spans(graph, plan.value, largest.block)
-    n_blocks = len(plan.blocks)
     local = {v: TensorType((t.shape[0], *(b - a for a, b in spans[v])), t.ftype, t.lo, t.hi) if v in spans else t
              for v, t in graph.values.items()}
     out = []
     for n in graph.nodes:
         if n.output in spans:
             w = node_work(without_padding(n), [local[v] for v in n.inputs], local[n.output], io_type)
-            out.append(LayerWork(n.name, n.op, w, n_blocks, full[n.name].macs))
+            out.append(LayerWork(n.name, n.op, w, len(plan.blocks), full[n.name].macs))
         else:
             out.append(LayerWork(n.name, n.op, full[n.name], 1, full[n.name].macs))
-    return out, plan.redundant_fraction
+    return out
 
 
-def layer_estimate(lw: LayerWork, reuse: int, io_type: str, strategy: str, executed_macs: int | None = None) -> LayerEstimate:
+def layer_estimate(lw: LayerWork, reuse: int, io_type: str, strategy: str) -> LayerEstimate:
     w = lw.work
     if strategy not in STRATEGIES:
         raise UnsupportedModelError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy}")
@@ -215,7 +219,7 @@ def layer_estimate(lw: LayerWork, reuse: int, io_type: str, strategy: str, execu
     ii = w.steps * r
     return LayerEstimate(
         node=lw.node, op=lw.op, reuse=r, blocks=lw.blocks, macs=lw.full_macs,
-        executed_macs=executed_macs if executed_macs is not None else w.macs * lw.blocks, mults=w.mults,
+        mults=w.mults,
         multipliers=n, mult_kind=w.mult_kind if w.mults else "none", dsp=dsp, lut=lut, ff=ff,
         ram_bytes=math.ceil(ram_bits / 8), ii=ii * lw.blocks, latency=ii + depth + w.fill_steps * r, depth=depth,
         fill=w.fill_steps * r,
@@ -224,11 +228,18 @@ def layer_estimate(lw: LayerWork, reuse: int, io_type: str, strategy: str, execu
 
 def estimate(graph: Graph, part: Part, reuse: dict[str, int] | int = 1, io_type: str = "io_parallel",
              strategy: str = "latency", grid: tuple[int, ...] | None = None, clock_ns: float = 5.0,
-             utilization: float = 0.8, works: tuple[list[LayerWork], float] | None = None) -> Design:
-    """The design estimate for the given reuse factors (one for all layers, or per node name)."""
-    lws, redundant = works if works is not None else layer_works(graph, io_type, grid)
-    d = Design(part, io_type, strategy, clock_ns, utilization, tuple(grid) if grid and np.prod(grid) > 1 else None,
-               redundant_fraction=redundant)
+             utilization: float = 0.8, plan: Plan | None = None, works: list[LayerWork] | None = None) -> Design:
+    """The design estimate for the given reuse factors (one for all layers, or per node
+    name), unpartitioned or on a block grid (an overlapped-tile plan of the segment up to
+    its default cut, or ``plan`` as the partition planner made it)."""
+    if plan is None and grid is not None and int(np.prod(grid)) > 1:
+        plan = plan_overlapped(graph, tuple(grid))
+    if plan is not None and len(plan.blocks) == 1:
+        plan = None
+    lws = works if works is not None else layer_works(graph, io_type, plan)
+    d = Design(part, io_type, strategy, clock_ns, utilization, plan.grid if plan else None,
+               redundant_fraction=plan.redundant_fraction if plan else 0.0, cut=plan.value if plan else None,
+               segment_macs=sum(b.macs for b in plan.blocks) if plan else None, plan=plan)
     for lw in lws:
         r = reuse.get(lw.node, 1) if isinstance(reuse, dict) else reuse
         d.layers.append(layer_estimate(lw, r, io_type, strategy))

@@ -1,0 +1,98 @@
+"""Small exports of every model kind the estimator is checked on: the zoo's dense and CNN
+models, LSTM / GRU classifiers, a ConvLSTM frame predictor, CosmoFlow and the 3D U-Net at
+reduced width (untrained: shapes and weight codebooks are what the estimates depend on)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+
+def _calibrated(model, shape, steps=20):
+    """A few train-mode passes (activation quantizer statistics), then eval mode."""
+    torch.manual_seed(0)
+    model.train()
+    with torch.no_grad():
+        for _ in range(steps):
+            model(torch.rand(4, *shape))
+    return model.eval()
+
+
+def _zoo(name, path):
+    from tessera.models.train import export_model
+    from tessera.models.zoo import ZOO, build_model
+
+    torch.manual_seed(0)
+    shape = ZOO[name].input_shape
+    return export_model(_calibrated(build_model(name), shape), torch.zeros(1, *shape), path)
+
+
+def _sentiment(cell, weights, path):
+    from tessera.models.rnn.export import export_sentiment
+    from tessera.models.rnn.networks import SentimentRNN
+
+    torch.manual_seed(0)
+    m = SentimentRNN(cell, weights, 20, embed_dim=4, hidden_size=4)
+    m.train()
+    with torch.no_grad():  # activation quantizer statistics
+        for _ in range(8):
+            m(torch.randint(1, 20, (4, 6)))
+    return export_sentiment(m.eval(), path, seq_len=6)
+
+
+def _forecaster(path):
+    from tessera.models.rnn.export import export_forecaster
+    from tessera.models.rnn.networks import ConvLSTMForecaster
+
+    torch.manual_seed(0)
+    f = ConvLSTMForecaster("quaternary", hidden_channels=2, kernel_size=3, patch=2, out_frames=2)
+    f.train()
+    with torch.no_grad():
+        for _ in range(8):
+            f(torch.rand(2, 2, 1, 8, 8))
+    return export_forecaster(f.eval(), path, in_frames=2, size=8)
+
+
+def _cnn3d(name, size, cin, nout, path):
+    from tessera.models.cnn3d import build_cnn3d, fold_batchnorm
+    from tessera.models.train3d import export_cnn3d
+
+    torch.manual_seed(0)
+    m = build_cnn3d(name, width=1 / 16, input_size=size, in_channels=cin, n_out=nout)
+    m = fold_batchnorm(_calibrated(m, (cin, size, size, size), steps=3))
+    return export_cnn3d(m, torch.rand(1, cin, size, size, size), path)
+
+
+#: model kind -> builder(path)
+BUILDERS = {
+    "jet_mlp_w8a8": lambda p: _zoo("jet_mlp_w8a8", p),
+    "digits_cnn_w8a8": lambda p: _zoo("digits_cnn_w8a8", p),
+    "digits_cnn_binary": lambda p: _zoo("digits_cnn_binary", p),
+    "digits_cnn_ternary": lambda p: _zoo("digits_cnn_ternary", p),
+    "lstm_ternary": lambda p: _sentiment("lstm", "ternary", p),
+    "gru_binary": lambda p: _sentiment("gru", "binary", p),
+    "convlstm_quaternary": _forecaster,
+    "cosmoflow": lambda p: _cnn3d("cosmoflow", 32, 4, 4, p),
+    "unet3d": lambda p: _cnn3d("unet3d", 16, 1, 3, p),
+}
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    """name -> (onnx path, typed IR graph), built once per session on first use."""
+    from tessera.compiler.frontend import compile_ir
+
+    out = tmp_path_factory.mktemp("estimate_models")
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                path = BUILDERS[name](out / f"{name}.onnx")
+            cache[name] = (path, compile_ir(path))
+        return cache[name]
+
+    return get

@@ -1,0 +1,234 @@
+"""The FPGA estimator: MAC counts equal the executed ones, monotone in reuse factor and block
+size, chosen designs fit every catalogue part for every model kind, low-bit weights on
+LUTs, the chooser's II is the smallest that fits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tessera.compiler.errors import UnsupportedModelError
+from tessera.compiler.estimate import PARTS, choose_design, estimate, get_part, layer_works, valid_reuse_factors
+from tessera.compiler.estimate.chooser import candidate_grids
+from tessera.compiler.estimate.costs import mult_cost
+from tessera.compiler.estimate.model import layer_estimate
+from tessera.compiler.partition import plan_overlapped, run_block
+from tessera.compiler.samples import sample_codes
+
+from .conftest import BUILDERS
+
+
+def shape_macs(graph) -> int:
+    """Multiply-accumulates per sample counted from the shapes alone: what the integer
+    reference executes (zero padding taps included, as its padded windows compute them)."""
+    total = 0
+    for n in graph.nodes:
+        x, y, a = graph.values[n.inputs[0]], graph.values[n.output], n.attrs
+        if n.op == "dense":
+            total += a.weight.shape[0] * a.weight.shape[1]
+        elif n.op == "conv":  # every output element sums C_in x kernel taps
+            total += int(np.prod(y.shape)) * a.weight.shape[1] * int(np.prod(a.weight.shape[2:]))
+        elif n.op == "convtranspose":  # every input element scatters into C_out x kernel outputs
+            total += int(np.prod(x.shape)) * a.weight.shape[1] * int(np.prod(a.weight.shape[2:]))
+        elif n.op in ("lstm", "gru"):
+            t, i = x.shape
+            gates = {"gru": 3, "lstm": 3 if getattr(a, "cifg", False) else 4}[n.op]
+            total += t * gates * a.hidden * (i + a.hidden)
+        elif n.op == "convlstm":
+            t, c, h, w = x.shape
+            enc = a.encoder
+            total += t * 4 * enc.hidden * h * w * enc.kernel ** 2 * (c + enc.hidden)
+            if a.forecaster is not None:
+                total += a.steps_out * 4 * enc.hidden * h * w * a.forecaster.kernel ** 2 * enc.hidden
+    return int(total)
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_macs_equal_the_shape_count(exported, name):
+    _, g = exported(name)
+    d = estimate(g, get_part("xcu250"))
+    assert d.macs == shape_macs(g) > 0
+    assert d.executed_macs == d.macs  # unpartitioned: nothing is recomputed
+
+
+def test_partitioned_macs_equal_the_executed_blocks(exported):
+    """A U-Net on a 2x2x2 grid: the estimate's executed MACs are those run_block counts
+    while it runs every block on the integer reference, and exceed the whole-volume count
+    by the plan's redundant fraction."""
+    _, g = exported("unet3d")
+    d = estimate(g, get_part("xcu250"), grid=(2, 2, 2))
+    plan = plan_overlapped(g, (2, 2, 2))
+    x = sample_codes(g.values[g.input], 1, seed=0)
+    executed = 0
+    for b in plan.blocks:
+        stats = {}
+        run_block(g, plan.value, b.block, x, stats)
+        executed += stats["macs"]
+    head = sum(layer.macs for layer in d.layers if layer.blocks == 1)
+    assert d.executed_macs == executed + head
+    assert d.macs == shape_macs(g) < d.executed_macs
+    assert d.executed_macs == pytest.approx(d.macs * (1 + d.redundant_fraction) + 0, rel=0, abs=head + 1)
+
+
+@pytest.mark.parametrize("name", ["jet_mlp_w8a8", "digits_cnn_w8a8", "lstm_ternary", "gru_binary",
+                                  "convlstm_quaternary", "cosmoflow", "unet3d"])
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_monotone_in_reuse_factor(exported, name, io_type):
+    _, g = exported(name)
+    reusable = 0
+    for lw in layer_works(g, io_type):
+        rs = valid_reuse_factors(lw.work)
+        assert rs[0] == 1 and rs == sorted(set(rs))
+        ests = [layer_estimate(lw, r, io_type, "latency") for r in rs]
+        for a, b in zip(ests, ests[1:]):
+            assert a.ii <= b.ii and a.latency <= b.latency
+            assert a.dsp >= b.dsp and a.lut >= b.lut and a.ff >= b.ff and a.ram_bytes == b.ram_bytes
+            assert a.multipliers >= b.multipliers
+        if lw.work.reusable:
+            reusable += 1
+            assert ests[-1].ii > ests[0].ii and ests[-1].multipliers < ests[0].multipliers or rs == [1]
+    assert reusable > 0
+
+
+def test_hls4ml_reuse_rule_for_its_own_layers(exported):
+    """Dense / Conv2D take the factors hls4ml's backend accepts; Tessera's kernels the
+    divisors of their multiplier count."""
+    from hls4ml.backends import get_backend
+
+    backend = get_backend("Vitis")
+    _, g = exported("digits_cnn_w8a8")
+    for lw in layer_works(g, "io_parallel"):
+        if not lw.work.reusable:
+            continue
+        n_in, n_out = lw.work.reuse_dims
+        assert valid_reuse_factors(lw.work) == backend.get_valid_reuse_factors(n_in, n_out)
+    _, g = exported("unet3d")
+    conv3d = [lw for lw in layer_works(g, "io_stream") if lw.op == "conv"][0]
+    assert conv3d.work.reuse_dims is None
+    assert valid_reuse_factors(conv3d.work) == [r for r in range(1, conv3d.work.mults + 1) if conv3d.work.mults % r == 0]
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_monotone_in_block_size(exported, io_type):
+    """Nested grids (each block inside a block of the coarser grid): smaller blocks need no
+    more hardware per block and no more cycles per block, but the whole volume takes no
+    fewer cycles and no fewer MACs (halo recompute)."""
+    _, g = exported("unet3d")
+    part = get_part("xcu250")
+    designs = [estimate(g, part, 1, io_type, grid=grid) for grid in [(1, 1, 1), (1, 1, 2), (1, 2, 2), (2, 2, 2), (2, 2, 4),
+                                                                      (4, 4, 4)]]
+
+    def seg(d):
+        return [layer for layer in d.layers if d.grid is None or layer.blocks > 1]
+
+    for a, b in zip(designs, designs[1:]):
+        for key in ("dsp", "lut", "ff", "ram_bytes"):
+            assert sum(getattr(x, key) for x in seg(a)) >= sum(getattr(x, key) for x in seg(b)), key
+        per_block = lambda d: max(x.ii // x.blocks for x in seg(d))  # noqa: E731
+        assert per_block(a) >= per_block(b)
+        assert max(x.latency for x in seg(a)) >= max(x.latency for x in seg(b))
+        assert sum(x.ii for x in seg(a)) <= sum(x.ii for x in seg(b))
+        assert a.executed_macs <= b.executed_macs
+    assert designs[-1].executed_macs > designs[0].executed_macs
+
+
+@pytest.mark.parametrize("part", list(PARTS))
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_chosen_design_fits_every_part(exported, name, part):
+    _, g = exported(name)
+    p = get_part(part)
+    d = choose_design(g, p, "auto", partition="auto")
+    assert d.fits, (d.io_type, d.grid, d.utilization)
+    cap = p.capacity()
+    for key, used in d.totals.items():
+        assert used <= d.utilization_limit * cap[key], key
+    lws = {lw.node: lw for lw in layer_works(g, d.io_type, d.plan)}
+    for layer in d.layers:
+        assert layer.reuse in valid_reuse_factors(lws[layer.node].work)
+    roof = d.roofline()
+    assert 0 < roof["percent"] <= 100.0 + 1e-9
+
+
+@pytest.mark.parametrize("name,part", [("jet_mlp_w8a8", "zu9eg"), ("digits_cnn_w8a8", "zu9eg"),
+                                       ("cosmoflow", "zu9eg"), ("convlstm_quaternary", "xcu250")])
+def test_chosen_ii_is_the_smallest_that_fits(exported, name, part):
+    """At II - 1, even the least-resource assignment (each layer's largest allowed reuse
+    factor meeting it) does not fit."""
+    _, g = exported(name)
+    p = get_part(part)
+    checked = 0
+    for io_type in ("io_parallel", "io_stream"):
+        d = choose_design(g, p, io_type, partition="none")
+        if not d.fits:  # e.g. io_parallel arrays of a CNN on the ZU9EG: no reuse factor helps
+            assert all(x.reuse == valid_reuse_factors(w.work)[-1] for x, w in zip(d.layers, layer_works(g, io_type)))
+            continue
+        checked += 1
+        target = d.ii - 1
+        reuse = {}
+        feasible = True
+        for lw in layer_works(g, io_type):
+            ok = [r for r in valid_reuse_factors(lw.work) if lw.work.steps * r <= target]
+            feasible &= bool(ok)
+            reuse[lw.node] = max(ok, default=1)
+        if feasible:
+            assert not estimate(g, p, reuse, io_type).fits
+    assert checked
+
+
+def _conv3d_chain(make_graph, make_type, rng, size=32, ch=4):
+    from tessera.compiler.ir.types import FixedType
+    from tessera.compiler.ops import conv, maxpool, relu
+
+    def c(cin, cout):
+        w = rng.integers(-8, 8, size=(cout, cin, 3, 3, 3))
+        return ("conv", conv.Attrs(w, FixedType(4, 3, True), None, None, (1, 1, 1), (1,) * 6))
+
+    return make_graph(make_type(8, 0, False, (ch, size, size, size)), c(ch, ch), ("relu", relu.Attrs()), c(ch, ch),
+                      ("maxpool", maxpool.Attrs((2, 2, 2), (2, 2, 2))), c(ch, ch))
+
+
+def test_partition_auto_finds_a_grid_when_the_volume_does_not_fit(make_graph, make_type, rng):
+    """io_parallel keeps every array in registers: a 32^3 x 4 conv chain does not fit the
+    ZU9EG whole, and the chooser cuts it into blocks that do (each block its volume plus a
+    halo of a few voxels).  (A 16^3 U-Net would not: its receptive field spans the volume,
+    so every block's span is nearly the whole input.)"""
+    g = _conv3d_chain(make_graph, make_type, rng)
+    p = get_part("zu9eg")
+    whole = choose_design(g, p, "io_parallel", partition="none")
+    assert not whole.fits
+    d = choose_design(g, p, "io_parallel", partition="auto")
+    assert d.fits and d.grid is not None and d.n_blocks > 1
+    assert d.redundant_fraction > 0 and d.executed_macs > d.macs == shape_macs(g)
+    assert all(layer.blocks == d.n_blocks for layer in d.layers)
+    fewer = [grid for grid in candidate_grids(g.values[g.output].shape[1:]) if np.prod(grid) < d.n_blocks]
+    assert fewer and not any(estimate(g, p, 1, "io_parallel", grid=grid).fits and
+                             choose_design(g, p, "io_parallel", partition=grid).fits for grid in fewer)
+
+
+def test_low_bit_weights_use_luts_not_dsps(exported):
+    assert mult_cost("binary", 8, 1) == ("lut", 8, 0)
+    assert mult_cost("ternary", 8, 2) == ("lut", 8, 0)
+    assert mult_cost("quaternary", 8, 3) == ("lut", 9, 0)
+    assert mult_cost("int", 4, 4) == ("lut", 16, 0)
+    assert mult_cost("int", 8, 8) == ("dsp", 0, 1)
+    assert mult_cost("int", 30, 20) == ("dsp", 0, 2)  # two 27 x 18 tiles
+    part = get_part("xcu250")
+    for name in ("digits_cnn_binary", "digits_cnn_ternary"):
+        d = estimate(exported(name)[1], part)
+        assert d.totals["dsp"] == 0
+        assert all(x.mult_kind == "lut" for x in d.layers if x.mults)
+    assert estimate(exported("digits_cnn_w8a8")[1], part).totals["dsp"] > 0
+    for name in ("lstm_ternary", "gru_binary", "convlstm_quaternary"):
+        d = estimate(exported(name)[1], part)
+        cell = [x for x in d.layers if x.op in ("lstm", "gru", "convlstm")]
+        assert cell and all(x.mult_kind == "lut" and x.dsp == 0 for x in cell)
+
+
+def test_part_catalogue():
+    u250 = get_part("xcu250")
+    assert get_part("xcu250-figd2104-2L-e") is u250 and get_part("VU9P").dsp == 6840
+    assert (u250.dsp, u250.lut, u250.ff, u250.bram36, u250.uram) == (12288, 1728000, 3456000, 2688, 1280)
+    assert u250.ram_bytes == 2688 * 4608 + 1280 * 36864
+    assert get_part("zu9eg").capacity() == {"dsp": 2520, "lut": 274080, "ff": 548160, "ram_bytes": 912 * 4608}
+    with pytest.raises(UnsupportedModelError, match="xcu250"):
+        get_part("xc7a35t")
