@@ -8,7 +8,7 @@ read in the right order and the host can reorder inputs and outputs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,12 +31,14 @@ class HlsOptions:
     clock_period: float = 5.0
     project_name: str = "tessera_model"
     strategy: str = "Latency"
+    #: per-layer reuse factors by IR node name (hls4ml's per-layer ReuseFactor); others use ``reuse``
+    layer_reuse: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.io_type not in ("io_parallel", "io_stream"):
             raise UnsupportedModelError(f"io type must be io_parallel or io_stream, got {self.io_type}")
-        if self.reuse < 1:
-            raise UnsupportedModelError(f"reuse factor must be >= 1, got {self.reuse}")
+        if min([self.reuse, *self.layer_reuse.values()]) < 1:
+            raise UnsupportedModelError(f"reuse factors must be >= 1, got {self.reuse} and {self.layer_reuse}")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.project_name):
             raise UnsupportedModelError(f"project name '{self.project_name}' must be a C identifier")
 
@@ -89,7 +91,7 @@ class HlsLowering:
         else:
             raise ValueError(layout)
         self.layers.append(layer)
-        self.precisions[name] = {"Precision": precision, "ReuseFactor": self.opts.reuse}
+        self.precisions[name] = {"Precision": precision, "ReuseFactor": self.opts.layer_reuse.get(node.name, self.opts.reuse)}
         self.layer_of[node.output] = name
 
     def alias(self, node: Node, perm: np.ndarray) -> None:
