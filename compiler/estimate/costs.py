@@ -302,12 +302,21 @@ def _lut(node, ins, out, io):
                 ff_per_lane=_bits(out), out_bits=out.size * _bits(out))
 
 
+def _crop(node, ins, out, io):
+    """A box of the input: wires in io_parallel; io_stream reads every input word and
+    forwards those inside the box (a word register per channel)."""
+    x = ins[0]
+    if io == "io_parallel":
+        return Work(macs=_macs(node, ins, out), steps=0, out_bits=out.size * _bits(out))
+    return Work(macs=_macs(node, ins, out), steps=_prod(x.shape[1:]), lanes=x.shape[0], ff_per_lane=_bits(x))
+
+
 def _layout(node, ins, out, io):
     """Flatten / Transpose: relabel an array or a stream, no logic."""
     return Work(macs=_macs(node, ins, out), steps=0)
 
 
-#: op -> cost rule (every op of ``OPS`` has one; ``quant`` is the requantizer ``requant``).
+#: op -> cost rule (every op of ``OPS`` has one, tested; ``quant.py`` is the requantizer ``requant``).
 COST_RULES: dict[str, Callable[[Node, list[TensorType], TensorType, str], Work]] = {
     "dense": _dense,
     "conv": _conv,
@@ -324,6 +333,7 @@ COST_RULES: dict[str, Callable[[Node, list[TensorType], TensorType, str], Work]]
     "add": _elementwise(1),
     "concat": _elementwise(0),
     "lut": _lut,
+    "crop": _crop,
     "flatten": _layout,
     "transpose": _layout,
 }

@@ -224,6 +224,13 @@ def test_low_bit_weights_use_luts_not_dsps(exported):
         assert cell and all(x.mult_kind == "lut" and x.dsp == 0 for x in cell)
 
 
+def test_every_op_has_a_cost_rule():
+    from tessera.compiler.estimate import COST_RULES
+    from tessera.compiler.ops import OPS
+
+    assert set(COST_RULES) == set(OPS)
+
+
 def test_part_catalogue():
     u250 = get_part("xcu250")
     assert get_part("xcu250-figd2104-2L-e") is u250 and get_part("VU9P").dsp == 6840
