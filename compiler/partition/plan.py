@@ -156,7 +156,7 @@ def grid_for_budget(graph: Graph, budget_bytes: int, mode: str = "overlap", max_
         spans = required_spans(graph, p.value, worst.block)
         layer = max((n for n in graph.nodes if n.output in spans), key=lambda n: _node_cost(graph, n, spans)[1])
         raise UnsupportedModelError(
-            f"no block grid fits {budget_bytes} bytes: the smallest blocks ({grid_txt}) need {need} bytes, most at "
+            f"no block grid fits {budget_bytes} bytes: the most frugal ({grid_txt}) needs {need} bytes, most at "
             f"layer '{layer.name}' ({layer.op})")
     return best
 
