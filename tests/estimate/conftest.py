@@ -75,7 +75,7 @@ BUILDERS = {
     "gru_binary": lambda p: _sentiment("gru", "binary", p),
     "convlstm_quaternary": _forecaster,
     "cosmoflow": lambda p: _cnn3d("cosmoflow", 32, 4, 4, p),
-    "unet3d": lambda p: _cnn3d("unet3d", 16, 1, 3, p),
+    "unet3d": lambda p: _cnn3d("unet3d", 8, 1, 3, p),
 }
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from tessera.compiler.errors import UnsupportedModelError
-from tessera.compiler.estimate import PARTS, choose_design, estimate, get_part, layer_works, valid_reuse_factors
+from tessera.compiler.estimate import (PARTS, choose_design, estimate, get_part, layer_works, sweep_reuse,
+                                      valid_reuse_factors)
 from tessera.compiler.estimate.chooser import candidate_grids
 from tessera.compiler.estimate.costs import mult_cost
 from tessera.compiler.estimate.model import layer_estimate
@@ -88,6 +89,10 @@ def test_monotone_in_reuse_factor(exported, name, io_type):
             reusable += 1
             assert ests[-1].ii > ests[0].ii and ests[-1].multipliers < ests[0].multipliers or rs == [1]
     assert reusable > 0
+    sweep = sweep_reuse(g, get_part("xcu250"), io_type)  # one factor for every layer, growing
+    for a, b in zip(sweep, sweep[1:]):
+        assert a.ii <= b.ii and a.latency <= b.latency
+        assert all(a.totals[k] >= b.totals[k] for k in ("dsp", "lut", "ff"))
 
 
 def test_hls4ml_reuse_rule_for_its_own_layers(exported):
@@ -190,7 +195,7 @@ def _conv3d_chain(make_graph, make_type, rng, size=32, ch=4):
 def test_partition_auto_finds_a_grid_when_the_volume_does_not_fit(make_graph, make_type, rng):
     """io_parallel keeps every array in registers: a 32^3 x 4 conv chain does not fit the
     ZU9EG whole, and the chooser cuts it into blocks that do (each block its volume plus a
-    halo of a few voxels).  (A 16^3 U-Net would not: its receptive field spans the volume,
+    halo of a few voxels).  (A U-Net would not: its receptive field spans the volume,
     so every block's span is nearly the whole input.)"""
     g = _conv3d_chain(make_graph, make_type, rng)
     p = get_part("zu9eg")
@@ -222,6 +227,20 @@ def test_low_bit_weights_use_luts_not_dsps(exported):
         d = estimate(exported(name)[1], part)
         cell = [x for x in d.layers if x.op in ("lstm", "gru", "convlstm")]
         assert cell and all(x.mult_kind == "lut" and x.dsp == 0 for x in cell)
+
+
+def test_resource_strategy_moves_weights_to_block_ram(exported):
+    """Latency strategy: weights are fabric constants (LUTs); Resource: block RAM bytes."""
+    from tessera.compiler.estimate import node_weight_bits
+
+    _, g = exported("digits_cnn_w8a8")
+    part = get_part("xcu250")
+    lat, res = estimate(g, part, strategy="latency"), estimate(g, part, strategy="resource")
+    bits = sum(node_weight_bits(n) for n in g.nodes)
+    assert bits > 0
+    assert res.totals["ram_bytes"] - lat.totals["ram_bytes"] == sum(-(-node_weight_bits(n) // 8) for n in g.nodes)
+    assert lat.totals["lut"] - res.totals["lut"] == sum(-(-node_weight_bits(n) // 64) for n in g.nodes)
+    assert (lat.ii, lat.totals["dsp"], lat.totals["ff"]) == (res.ii, res.totals["dsp"], res.totals["ff"])
 
 
 def test_every_op_has_a_cost_rule():
