@@ -65,6 +65,40 @@ def _cnn3d(name, size, cin, nout, path):
     return export_cnn3d(m, torch.rand(1, cin, size, size, size), path)
 
 
+def conv3d_chain(make_graph, make_type, rng, size=32, ch=4):
+    """x (ch, size^3) -> conv k3 -> relu -> requant u8 -> conv k3 -> maxpool 2 -> requant s8
+    -> conv k3, 4-bit weights (every conv input 8 bits, as the exact reference needs)."""
+    from tessera.compiler.ir.types import FixedType
+    from tessera.compiler.ops import conv, maxpool, quant, relu
+
+    def c(cin, cout):
+        w = rng.integers(-8, 8, size=(cout, cin, 3, 3, 3))
+        return ("conv", conv.Attrs(w, FixedType(4, 3, True), None, None, (1, 1, 1), (1,) * 6))
+
+    def q(signed):
+        return ("requant", quant.Attrs(FixedType(8, 0, signed), False, "ROUND"))
+
+    return make_graph(make_type(8, 0, False, (ch, size, size, size)), c(ch, ch), ("relu", relu.Attrs()), q(False),
+                      c(ch, ch), ("maxpool", maxpool.Attrs((2, 2, 2), (2, 2, 2))), q(True), c(ch, ch))
+
+
+def project_reuse(prj) -> dict[str, int]:
+    """hls layer name -> the reuse_factor of its config struct in firmware/parameters.h
+    (hls4ml numbers a layer's config by its index: position in the layer list + 1)."""
+    import json
+    import re
+
+    params = (prj / "firmware" / "parameters.h").read_text()
+    layers = json.loads((prj / "tessera.json").read_text())["hls_layers"]
+    out = {}
+    for k, layer in enumerate(layers):
+        m = re.search(rf"struct config{k + 1} : [^{{]*\{{(.*?)\n}};", params, re.S)
+        r = re.search(r"reuse_factor = (\d+);", m.group(1)) if m else None
+        if r:
+            out[layer["name"]] = int(r.group(1))
+    return out
+
+
 #: model kind -> builder(path)
 BUILDERS = {
     "jet_mlp_w8a8": lambda p: _zoo("jet_mlp_w8a8", p),

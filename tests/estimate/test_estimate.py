@@ -16,7 +16,7 @@ from tessera.compiler.estimate.model import layer_estimate
 from tessera.compiler.partition import plan_overlapped, run_block
 from tessera.compiler.samples import sample_codes
 
-from .conftest import BUILDERS
+from .conftest import BUILDERS, conv3d_chain
 
 
 def shape_macs(graph) -> int:
@@ -180,24 +180,12 @@ def test_chosen_ii_is_the_smallest_that_fits(exported, name, part):
     assert checked
 
 
-def _conv3d_chain(make_graph, make_type, rng, size=32, ch=4):
-    from tessera.compiler.ir.types import FixedType
-    from tessera.compiler.ops import conv, maxpool, relu
-
-    def c(cin, cout):
-        w = rng.integers(-8, 8, size=(cout, cin, 3, 3, 3))
-        return ("conv", conv.Attrs(w, FixedType(4, 3, True), None, None, (1, 1, 1), (1,) * 6))
-
-    return make_graph(make_type(8, 0, False, (ch, size, size, size)), c(ch, ch), ("relu", relu.Attrs()), c(ch, ch),
-                      ("maxpool", maxpool.Attrs((2, 2, 2), (2, 2, 2))), c(ch, ch))
-
-
 def test_partition_auto_finds_a_grid_when_the_volume_does_not_fit(make_graph, make_type, rng):
     """io_parallel keeps every array in registers: a 32^3 x 4 conv chain does not fit the
     ZU9EG whole, and the chooser cuts it into blocks that do (each block its volume plus a
     halo of a few voxels).  (A U-Net would not: its receptive field spans the volume,
     so every block's span is nearly the whole input.)"""
-    g = _conv3d_chain(make_graph, make_type, rng)
+    g = conv3d_chain(make_graph, make_type, rng)
     p = get_part("zu9eg")
     whole = choose_design(g, p, "io_parallel", partition="none")
     assert not whole.fits
