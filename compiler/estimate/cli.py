@@ -22,6 +22,30 @@ def _handled(fn):
     return wrapper
 
 
+def parse_reuse(ctx, param, value):
+    """``--reuse`` of ``tessera compile``: a reuse factor >= 1, or ``auto``."""
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    try:
+        r = int(value)
+    except (TypeError, ValueError):
+        raise click.BadParameter(f"'{value}' is neither a positive integer nor 'auto'") from None
+    if r < 1:
+        raise click.BadParameter(f"{r} is not >= 1")
+    return r
+
+
+def auto_reuse(graph, opts):
+    """``opts`` with the chooser's per-layer reuse factors for its part, io type and clock
+    (the unpartitioned design; see docs/estimate.md)."""
+    import dataclasses
+
+    from .chooser import choose_reuse
+
+    return dataclasses.replace(opts, reuse=1, layer_reuse=choose_reuse(graph, opts.part, opts.io_type,
+                                                                       clock_ns=opts.clock_period))
+
+
 @click.command("estimate")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--part", default="xcu250", show_default=True, help="xcu250 (Alveo U250), vu9p, zu9eg or their full part names.")
