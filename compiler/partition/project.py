@@ -9,9 +9,10 @@ Layout::
     prj/kernels/k<i>/       a complete project per distinct block graph (overlap) or
                             layer graph (exchange); blocks with equal graphs share one
     prj/tail/               the layers after the cut (absent when the segment is the model)
-    prj/partition_host.cpp, build_host.sh, schedule.txt, tb_data/   (overlap mode) the C++
-                            host: tiles, runs the kernels' C-simulation libraries, stitches,
-                            runs the tail, compares with the exact reference (==)
+    prj/partition_host.cpp, build_host.sh, schedule.txt, tb_data/   the C++ host: tiles,
+                            runs the kernels' C-simulation libraries, exchanges halos
+                            (exchange mode) or not, stitches, runs the tail, compares with
+                            the exact reference (==)
 
 :class:`PartitionedSim` has :class:`~tessera.compiler.sim.csim.CSim`'s interface, so
 ``tessera emulate`` and ``tessera verify`` run partitioned projects as they run others.
@@ -105,8 +106,7 @@ def write_partitioned_project(graph: Graph, model_path: str | Path, out_dir: str
                 "max_block_bytes": int(report.max_block_bytes),
             },
         }
-        if part.mode == "overlap":
-            _write_host(tmp, graph, part, kernels, opts, tail, pout, tb_samples)
+        _write_host(tmp, graph, part, kernels, opts, tail, pout, tb_samples)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -117,14 +117,58 @@ def write_partitioned_project(graph: Graph, model_path: str | Path, out_dir: str
     return out
 
 
-def _write_host(prj: Path, graph: Graph, part: Partition, kernels: dict, opts: HlsOptions, tail, pout, n: int) -> None:
-    x_t, cut_t = graph.values[graph.input], graph.values[part.cut]
-    lines = [f"input {x_t.shape[0]} {' '.join(map(str, x_t.shape[1:]))} {x_t.ftype.frac}",
-             f"cut {cut_t.shape[0]} {' '.join(map(str, cut_t.shape[1:]))} {cut_t.ftype.frac}"]
-    for (idx, block), (_, g, region) in zip(part.blocks(), part.block_tasks()):
+def _box(span) -> str:
+    return " ".join(map(str, [a for a, _ in span] + [b - a for a, b in span]))
+
+
+def _schedule_lines(graph: Graph, part: Partition, kernels: dict, opts: HlsOptions) -> list[str]:
+    """The C++ host's schedule: value buffers, kernel runs, merges and frees in order."""
+    x_t = graph.values[graph.input]
+    ids = {graph.input: 0}
+    lines = [f"input {x_t.ftype.frac}"]
+
+    def value(v: str) -> int:
+        if v not in ids:
+            ids[v] = len(ids)
+        return ids[v]
+
+    def kernel(g: Graph) -> str:
         k = kernels[signature(g)]
-        box = lambda s: " ".join(map(str, [a for a, _ in s] + [b - a for a, b in s]))  # noqa: E731
-        lines.append(f"block {k} {opts.project_name}_{k.split('/')[-1]} {box(region)} {box(block)}")
+        return f"{k} {opts.project_name}_{k.split('/')[-1]}"
+
+    steps = []
+    if part.mode == "overlap":
+        cut = value(part.cut)
+        for (idx, block), (_, g, region) in zip(part.blocks(), part.block_tasks()):
+            steps.append(f"run {kernel(g)} 0 {cut} {_box(region)} {_box(block)}")
+    else:
+        from .exchange import block_box, ownership, tile
+        from .specialise import layer_graph
+
+        own = ownership(graph, part.cut, part.grid)
+        nodes = [n for n in graph.nodes[:[m.output for m in graph.nodes].index(part.cut) + 1] if n.output in own]
+        last_use = {v: i for i, n in enumerate(nodes) for v in n.inputs}
+        for i, n in enumerate(nodes):
+            ins, out = [value(v) for v in n.inputs], value(n.output)
+            for idx in np.ndindex(*part.grid):
+                box = block_box(own[n.output], idx)
+                if len(n.inputs) == 1:
+                    g, t = layer_graph(graph, n, box)
+                    steps.append(f"run {kernel(g)} {ins[0]} {out} {_box(t)} {_box(box)}")
+                elif n.op in ("concat", "add"):
+                    steps.append(f"{n.op} {ins[0]} {ins[1]} {out} {_box(box)}")
+                else:
+                    raise ProjectError(f"the C++ host cannot merge with '{n.name}' ({n.op})")
+            steps += [f"free {ids[v]}" for v in dict.fromkeys(n.inputs) if last_use[v] == i and v != part.cut]
+    for v, i in sorted(ids.items(), key=lambda kv: kv[1]):
+        t = graph.values[v]
+        lines.append(f"value {i} {t.shape[0]} {' '.join(map(str, t.shape[1:]))}")
+    return lines + steps + [f"segment {ids[part.cut]}"]
+
+
+def _write_host(prj: Path, graph: Graph, part: Partition, kernels: dict, opts: HlsOptions, tail, pout, n: int) -> None:
+    x_t = graph.values[graph.input]
+    lines = _schedule_lines(graph, part, kernels, opts)
     out_t = graph.values[graph.output]
     n_out = int(np.prod(out_t.shape))
     lines.append(f"tail tail {opts.project_name}_tail {n_out} {out_t.ftype.frac}" if tail is not None
@@ -194,10 +238,8 @@ class PartitionedSim:
         return self.part.n_tasks() + (1 if self.manifest["partition"]["tail"] else 0)
 
     def testbench(self) -> tuple[int, str]:
-        """Overlap mode: build and run the C++ host on the reference samples."""
+        """Build and run the C++ host on the reference samples."""
         require_gxx()
-        if not (self.prj / "build_host.sh").is_file():
-            return 0, "no C++ host in exchange mode (the Python runtime exchanges the halos)"
         self.build()
         res = subprocess.run(["bash", "build_host.sh"], cwd=self.prj, capture_output=True, text=True)
         text = (res.stdout + res.stderr).strip()

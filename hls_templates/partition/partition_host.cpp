@@ -1,17 +1,25 @@
 // Tessera partitioned-model host (C++; the same schedule as tessera.compiler.partition).
 //
-// Runs a 3D CNN whose volume does not fit on chip as blocks: for every sample it cuts each
-// block's input region (block + accumulated halo, clipped to the volume) out of the full
-// input, calls the block's kernel, writes the kernel's output box into the stitched
-// segment output, then runs the gathered tail kernel, and compares every output code with
-// the exact reference's (==).  Kernels are the block projects' C-simulation libraries
-// (firmware/<name>-*.so, built by their build_lib.sh), loaded with dlopen.
+// Runs a 3D CNN whose volume does not fit on chip as blocks.  Every value of the spatial
+// segment is a channels-last volume buffer; a *run* line cuts one block's input tile (its
+// box plus halo, clipped to the volume) out of its input value, calls the block's kernel and
+// writes the kernel's output box into the output value.  Overlapped tiles: one run per
+// block from the model input to the segment's output.  Halo exchange: one run per layer and
+// block, each tile read from the boxes the neighbours wrote in the previous layer; merges
+// (concat, add) combine the blocks' own boxes.  Then the gathered tail kernel runs and
+// every output code is compared with the exact reference's (==).  Kernels are the block
+// projects' C-simulation libraries (firmware/<name>-*.so, built by their build_lib.sh),
+// loaded with dlopen.  Values travel as doubles (code x 2^-frac: exact for <= 52 bits).
 //
-// schedule.txt (written by the compiler; all boxes are (d, h, w) begin + size):
-//   input C D H W IN_FRAC          the model input (channels-last in the code files)
-//   cut C D H W CUT_FRAC           the stitched segment output
-//   block DIR NAME d h w sd sh sw  D H W SD SH SW   kernel, input region, output box
-//   tail DIR NAME N_OUT OUT_FRAC   (or "notail N_OUT OUT_FRAC")
+// schedule.txt (written by the compiler; boxes are (d, h, w) begin + size):
+//   value ID C D H W                      a volume buffer (ID 0: the model input, frac IN_FRAC)
+//   input IN_FRAC                         the input codes' fractional bits
+//   run DIR NAME IN OUT d h w sd sh sw  d h w sd sh sw    kernel, input tile, output box
+//   concat IN1 IN2 OUT d h w sd sh sw     channel concatenation on one box
+//   add IN1 IN2 OUT d h w sd sh sw        sum on one box
+//   free ID                               the value is not read any more
+//   segment ID                            the stitched segment output (the tail's input)
+//   tail DIR NAME N_OUT OUT_FRAC          (or "notail N_OUT OUT_FRAC")
 #include <dlfcn.h>
 #include <glob.h>
 
@@ -29,10 +37,19 @@ struct Box {
     long voxels() const { return (long)sd * sh * sw; }
 };
 
-struct Block {
-    kernel_fn fn;
-    Box region, box;
+struct Vol {
+    int C = 0, D = 0, H = 0, W = 0;
+    std::vector<double> data;
 };
+
+struct Step {
+    std::string kind;  // run, concat, add, free
+    kernel_fn fn = nullptr;
+    int in1 = 0, in2 = 0, out = 0;
+    Box tile, box;
+};
+
+static std::istream &operator>>(std::istream &in, Box &b) { return in >> b.d >> b.h >> b.w >> b.sd >> b.sh >> b.sw; }
 
 static kernel_fn load_kernel(const std::string &dir, const std::string &name) {
     glob_t g;
@@ -47,7 +64,10 @@ static kernel_fn load_kernel(const std::string &dir, const std::string &name) {
         std::printf("tessera-host: %s\n", dlerror());
         return nullptr;
     }
-    return (kernel_fn)dlsym(lib, (name + "_double").c_str());
+    kernel_fn fn = (kernel_fn)dlsym(lib, (name + "_double").c_str());
+    if (!fn)
+        std::printf("tessera-host: %s has no %s_double\n", dir.c_str(), name.c_str());
+    return fn;
 }
 
 static bool read_row(std::ifstream &f, std::vector<long long> &row, long n) {
@@ -62,20 +82,22 @@ static bool read_row(std::ifstream &f, std::vector<long long> &row, long n) {
     return true;
 }
 
-// copy box `b` (relative to the volume of extent D x H x W, C channels, channels-last)
-// between a full volume and a dense box buffer
+// copy box `b` of a channels-last volume to (TO_BOX) or from a dense box buffer whose
+// channels start at `c0` of `cb` channels
 template <bool TO_BOX>
-static void copy_box(std::vector<double> &vol, int C, int H, int W, std::vector<double> &buf, const Box &b) {
-    long k = 0;
+static void copy_box(Vol &v, std::vector<double> &buf, const Box &b, int c0 = 0, int cb = -1) {
+    if (cb < 0)
+        cb = v.C;
     for (int d = 0; d < b.sd; d++)
         for (int h = 0; h < b.sh; h++)
             for (int w = 0; w < b.sw; w++) {
-                const long base = (((long)(b.d + d) * H + b.h + h) * W + b.w + w) * C;
-                for (int c = 0; c < C; c++, k++) {
+                const long base = (((long)(b.d + d) * v.H + b.h + h) * v.W + b.w + w) * v.C;
+                const long k = (((long)d * b.sh + h) * b.sw + w) * cb + c0;
+                for (int c = 0; c < v.C; c++) {
                     if (TO_BOX)
-                        buf[k] = vol[base + c];
+                        buf[k + c] = v.data[base + c];
                     else
-                        vol[base + c] = buf[k];
+                        v.data[base + c] = buf[k + c];
                 }
             }
 }
@@ -89,25 +111,42 @@ int main(int argc, char **argv) {
         std::printf("tessera-host: cannot open %s, %s or %s\n", sched_path, in_path, exp_path);
         return 2;
     }
-    int C = 0, D = 0, H = 0, W = 0, in_frac = 0, CC = 0, CD = 0, CH = 0, CW = 0, cut_frac = 0, out_frac = 0;
-    long n_out = 0;
-    std::vector<Block> blocks;
+    int in_frac = 0, out_frac = 0, segment = 0;
+    long n_out = 0, runs = 0;
+    std::vector<Vol> shapes;
+    std::vector<Step> steps;
     kernel_fn tail = nullptr;
     std::string kind;
     while (fs >> kind) {
-        if (kind == "input") {
-            fs >> C >> D >> H >> W >> in_frac;
-        } else if (kind == "cut") {
-            fs >> CC >> CD >> CH >> CW >> cut_frac;
-        } else if (kind == "block") {
-            std::string dir, name;
-            Block b;
-            fs >> dir >> name >> b.region.d >> b.region.h >> b.region.w >> b.region.sd >> b.region.sh >> b.region.sw >>
-                b.box.d >> b.box.h >> b.box.w >> b.box.sd >> b.box.sh >> b.box.sw;
-            b.fn = load_kernel(dir, name);
-            if (!b.fn)
+        Step st;
+        st.kind = kind;
+        if (kind == "value") {
+            int id;
+            Vol v;
+            fs >> id >> v.C >> v.D >> v.H >> v.W;
+            if (id != (int)shapes.size()) {
+                std::printf("tessera-host: value ids must be 0, 1, 2, ...\n");
                 return 2;
-            blocks.push_back(b);
+            }
+            shapes.push_back(v);
+        } else if (kind == "input") {
+            fs >> in_frac;
+        } else if (kind == "run") {
+            std::string dir, name;
+            fs >> dir >> name >> st.in1 >> st.out >> st.tile >> st.box;
+            st.fn = load_kernel(dir, name);
+            if (!st.fn)
+                return 2;
+            steps.push_back(st);
+            runs++;
+        } else if (kind == "concat" || kind == "add") {
+            fs >> st.in1 >> st.in2 >> st.out >> st.box;
+            steps.push_back(st);
+        } else if (kind == "free") {
+            fs >> st.in1;
+            steps.push_back(st);
+        } else if (kind == "segment") {
+            fs >> segment;
         } else if (kind == "tail") {
             std::string dir, name;
             fs >> dir >> name >> n_out >> out_frac;
@@ -121,28 +160,54 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    const long n_in = (long)C * D * H * W, n_cut = (long)CC * CD * CH * CW;
+    if (shapes.empty()) {
+        std::printf("tessera-host: the schedule declares no values\n");
+        return 2;
+    }
+    const long n_in = (long)shapes[0].C * shapes[0].D * shapes[0].H * shapes[0].W;
     std::vector<long long> row, exp;
-    std::vector<double> x(n_in), cut(n_cut), y(n_out), region, box;
+    std::vector<double> y(n_out), a, b, c;
     long samples = 0, mismatches = 0;
     while (read_row(fin, row, n_in)) {
         if (!read_row(fexp, exp, n_out)) {
             std::printf("tessera-host: fewer expected rows than inputs\n");
             return 2;
         }
+        std::vector<Vol> vals = shapes;
+        vals[0].data.resize(n_in);
         for (long i = 0; i < n_in; i++)
-            x[i] = std::ldexp((double)row[i], -in_frac);
-        for (const Block &b : blocks) {
-            region.assign(b.region.voxels() * C, 0.0);
-            box.assign(b.box.voxels() * CC, 0.0);
-            copy_box<true>(x, C, H, W, region, b.region);
-            b.fn(region.data(), box.data());
-            copy_box<false>(cut, CC, CH, CW, box, b.box);
+            vals[0].data[i] = std::ldexp((double)row[i], -in_frac);
+        for (const Step &st : steps) {
+            Vol &out = vals[st.out];
+            if (st.kind != "free" && out.data.empty())
+                out.data.assign((long)out.C * out.D * out.H * out.W, 0.0);
+            if (st.kind == "run") {
+                a.assign(st.tile.voxels() * vals[st.in1].C, 0.0);
+                c.assign(st.box.voxels() * out.C, 0.0);
+                copy_box<true>(vals[st.in1], a, st.tile);
+                st.fn(a.data(), c.data());
+                copy_box<false>(out, c, st.box);
+            } else if (st.kind == "concat") {
+                c.assign(st.box.voxels() * out.C, 0.0);
+                copy_box<true>(vals[st.in1], c, st.box, 0, out.C);
+                copy_box<true>(vals[st.in2], c, st.box, vals[st.in1].C, out.C);
+                copy_box<false>(out, c, st.box);
+            } else if (st.kind == "add") {
+                a.assign(st.box.voxels() * out.C, 0.0);
+                b.assign(st.box.voxels() * out.C, 0.0);
+                copy_box<true>(vals[st.in1], a, st.box);
+                copy_box<true>(vals[st.in2], b, st.box);
+                for (size_t i = 0; i < a.size(); i++)
+                    a[i] += b[i];
+                copy_box<false>(out, a, st.box);
+            } else {
+                std::vector<double>().swap(vals[st.in1].data);
+            }
         }
         if (tail)
-            tail(cut.data(), y.data());
+            tail(vals[segment].data.data(), y.data());
         else
-            y = cut;
+            y = vals[segment].data;
         for (long i = 0; i < n_out; i++) {
             const double v = std::ldexp(y[i], out_frac);
             if (v != (double)exp[i]) {
@@ -153,6 +218,6 @@ int main(int argc, char **argv) {
         }
         samples++;
     }
-    std::printf("tessera-host: %ld samples, %zu blocks, %ld mismatches\n", samples, blocks.size(), mismatches);
+    std::printf("tessera-host: %ld samples, %ld kernel runs, %ld mismatches\n", samples, runs, mismatches);
     return mismatches == 0 && samples > 0 ? 0 : 1;
 }

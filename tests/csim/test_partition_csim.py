@@ -39,7 +39,7 @@ def test_partitioned_project_verifies(tmp_path, conv3d_model, mode, grid, io_typ
     assert m["grid"] == [int(v) for v in grid.split("x")] and m["tail"] == "tail" and m["mode"] == mode
     n_blocks = int(np.prod(m["grid"]))
     if mode == "overlap":  # the corner blocks differ by their padding: one kernel each
-        assert len(m["kernels"]) == n_blocks and (prj / "partition_host.cpp").is_file()
+        assert len(m["kernels"]) == n_blocks
     x = torch.randn(12, 2, 4, 4, 4)
     np.save(tmp_path / "x.npy", x.numpy())
     r = runner.invoke(main, ["emulate", str(prj), "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"),
@@ -53,8 +53,8 @@ def test_partitioned_project_verifies(tmp_path, conv3d_model, mode, grid, io_typ
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["mismatches"] == 0 and rep["samples"] == 200
-    if mode == "overlap":
-        assert rep["testbench"].startswith("passed: tessera-host: 4 samples") and "0 mismatches" in rep["testbench"]
+    # the C++ host (same schedule: tiles, kernel runs, exchanges, stitching, tail) agrees too
+    assert rep["testbench"].startswith("passed: tessera-host: 4 samples") and rep["testbench"].endswith(" 0 mismatches")
 
 
 def test_partition_errors_are_one_line(tmp_path, conv3d_model):
