@@ -12,6 +12,7 @@ Both are bit-identical to the unpartitioned model by construction and tested so.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -125,7 +126,10 @@ class Partition:
                 if progress:
                     progress(1)
             return out
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+        # fresh worker processes (not forks of this one): each holds only its blocks' data
+        ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                                          else "spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
             for y in pool.map(run_task, payload):
                 out.append(y)
                 if progress:
