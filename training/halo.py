@@ -11,6 +11,9 @@ those blocks between ranks with point-to-point ``isend``/``irecv`` batched by
   past the next neighbour, corners included) and ``fill`` outside the volume (zero padding
   only at the global boundary).  Backward: the transpose -- every received box's gradient goes
   back to its owner and is added to its block (halo-gradient accumulation).
+* :func:`halo_layer` -- the same exchange fused with one window layer (convolution,
+  transposed convolution, average / max pooling), saving only the rank's block and the
+  received halo boxes for backward (not the assembled span).
 * :func:`gather_spatial` -- every rank of the group gets the whole volume (before the dense
   tail).  Backward: each rank keeps the gradient of its own block (the tail runs alike on all
   ranks of the group, so every rank holds the full gradient already).
@@ -38,6 +41,7 @@ from typing import Callable, Sequence
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from ..compiler.partition.plan import grid_blocks
 from ..compiler.partition.regions import Span
@@ -50,6 +54,8 @@ __all__ = [
     "gather_spatial",
     "shared_grad",
     "halo",
+    "halo_layer",
+    "LayerOp",
     "plan_exchange",
     "span_size",
     "sync_batch_norm",
@@ -123,15 +129,23 @@ def _p2p(sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Ten
             req.wait()
 
 
-def _assemble(x: torch.Tensor, ex: Exchange, fill: float) -> torch.Tensor:
+def _assemble(x: torch.Tensor, ex: Exchange, fill: float, keep: bool = False):
+    """The span ``ex.need`` from this rank's block ``x`` and the neighbours' boxes
+    (``keep``: also return the received boxes, to rebuild the span without traffic)."""
+    n, c = x.shape[:2]
+    bufs = [(peer, box, x.new_empty((n, c, *span_size(box)))) for peer, box in ex.recvs]
+    _p2p([(peer, x[_slices(box, ex.own)].contiguous()) for peer, box in ex.sends],
+         [(peer, buf) for peer, _, buf in bufs])
+    out = _rebuild(x, [buf for _, _, buf in bufs], ex, fill)
+    return (out, [buf for _, _, buf in bufs]) if keep else out
+
+
+def _rebuild(x: torch.Tensor, bufs: Sequence[torch.Tensor], ex: Exchange, fill: float) -> torch.Tensor:
     n, c = x.shape[:2]
     out = x.new_full((n, c, *span_size(ex.need)), fill)
     if ex.local is not None:
         out[_slices(ex.local, ex.need)] = x[_slices(ex.local, ex.own)]
-    bufs = [(peer, box, x.new_empty((n, c, *span_size(box)))) for peer, box in ex.recvs]
-    _p2p([(peer, x[_slices(box, ex.own)].contiguous()) for peer, box in ex.sends],
-         [(peer, buf) for peer, _, buf in bufs])
-    for _, box, buf in bufs:
+    for (_, box), buf in zip(ex.recvs, bufs):
         out[_slices(box, ex.need)] = buf
     return out
 
@@ -164,6 +178,93 @@ class _Halo(torch.autograd.Function):
 def halo(x: torch.Tensor, ex: Exchange, fill: float = 0.0) -> torch.Tensor:
     """``x`` (this rank's block ``ex.own``) -> the tensor of span ``ex.need``."""
     return _Halo.apply(x, ex, fill)
+
+
+@dataclass(frozen=True)
+class LayerOp:
+    """A window layer run on the assembled span: ``kind`` ``'conv'``, ``'convt'``,
+    ``'avgpool'`` or ``'maxpool'``; ``pads``: zero padding the op adds at the global
+    boundary (``((lo, hi),) * 3``, conv only); ``crop``: output rows kept (``((lo, hi),) * 3``,
+    transposed conv only)."""
+
+    kind: str
+    kernel: tuple[int, int, int]
+    stride: tuple[int, int, int]
+    groups: int = 1
+    pads: tuple = ((0, 0),) * 3
+    crop: tuple | None = None
+    divisor: int | None = None
+
+
+def _flat_pads(pads) -> list[int]:
+    return [v for lo_hi in reversed(pads) for v in lo_hi]  # F.pad order: W, H, D
+
+
+class _HaloLayer(torch.autograd.Function):
+    """Halo exchange + one window layer.  Saves this rank's block (shared with the layer
+    that produced it) and the received halo boxes, not the assembled span: the backward
+    rebuilds the span without traffic, so a rank holds its block's activations plus halos."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, ex: Exchange, op: LayerOp):
+        fill = float("-inf") if op.kind == "maxpool" else 0.0
+        xd = x.detach()
+        ext, bufs = _assemble(xd, ex, fill, keep=True)
+        indices = None
+        if op.kind == "conv":
+            flat = _flat_pads(op.pads)
+            y = F.conv3d(F.pad(ext, flat) if any(flat) else ext, weight, bias, op.stride, 0, 1, op.groups)
+        elif op.kind == "convt":
+            y = F.conv_transpose3d(ext, weight, bias, op.stride, 0, 0, op.groups, 1)
+            ctx.full_shape = y.shape
+            y = y[(slice(None), slice(None)) + tuple(slice(a, b) for a, b in op.crop)]
+        elif op.kind == "avgpool":
+            y = F.avg_pool3d(ext, op.kernel, op.stride, 0, False, True, op.divisor)
+        elif op.kind == "maxpool":
+            y, indices = F.max_pool3d(ext, op.kernel, op.stride, 0, 1, False, True)
+        else:
+            raise ValueError(f"unknown layer kind {op.kind!r}")
+        ctx.ex, ctx.op, ctx.fill, ctx.n_bufs = ex, op, fill, len(bufs)
+        ctx.has_w, ctx.has_b = weight is not None, bias is not None
+        ctx.save_for_backward(xd, weight, indices, *bufs)
+        return y.contiguous()
+
+    @staticmethod
+    def backward(ctx, g):
+        xd, weight, indices, *bufs = ctx.saved_tensors
+        ex, op = ctx.ex, ctx.op
+        ext = _rebuild(xd, bufs, ex, ctx.fill)
+        g = g.contiguous()
+        gw = gb = None
+        if op.kind == "conv":
+            flat = _flat_pads(op.pads)
+            xp = F.pad(ext, flat) if any(flat) else ext
+            gi, gw, gb = torch.ops.aten.convolution_backward(
+                g, xp, weight, [weight.shape[0]] if ctx.has_b else None, list(op.stride), [0, 0, 0],
+                [1, 1, 1], False, [0, 0, 0], op.groups, [True, ctx.needs_input_grad[1], ctx.has_b])
+            if any(flat):
+                w0, w1, h0, h1, d0, d1 = flat
+                gi = gi[:, :, d0:gi.shape[2] - d1, h0:gi.shape[3] - h1, w0:gi.shape[4] - w1]
+        elif op.kind == "convt":
+            gfull = g.new_zeros(ctx.full_shape)
+            gfull[(slice(None), slice(None)) + tuple(slice(a, b) for a, b in op.crop)] = g
+            gi, gw, gb = torch.ops.aten.convolution_backward(
+                gfull, ext, weight, [weight.shape[1] * op.groups] if ctx.has_b else None, list(op.stride),
+                [0, 0, 0], [1, 1, 1], True, [0, 0, 0], op.groups, [True, ctx.needs_input_grad[1], ctx.has_b])
+        elif op.kind == "avgpool":
+            gi = torch.ops.aten.avg_pool3d_backward(g, ext, list(op.kernel), list(op.stride), [0, 0, 0],
+                                                    False, True, op.divisor)
+        else:
+            gi = torch.ops.aten.max_pool3d_with_indices_backward(g, ext, list(op.kernel), list(op.stride),
+                                                                 [0, 0, 0], [1, 1, 1], False, indices)
+        gx = _accumulate(gi.contiguous(), ex)
+        return gx, gw, gb, None, None
+
+
+def halo_layer(x: torch.Tensor, weight, bias, ex: Exchange, op: LayerOp) -> torch.Tensor:
+    """Layer ``op`` on this rank's output block, reading the span ``ex.need`` (halo
+    exchange forward, halo-gradient accumulation backward)."""
+    return _HaloLayer.apply(x, weight, bias, ex, op)
 
 
 class _Gather(torch.autograd.Function):

@@ -42,7 +42,8 @@ from torch import nn
 
 from ..compiler.errors import UnsupportedModelError
 from ..compiler.partition.regions import transposed_input, upsample_input, window_input
-from .halo import Exchange, blocks, dist_abs_percentile, gather_batch, gather_spatial, halo, shared_grad, plan_exchange, span_size, sync_batch_norm
+from .halo import (Exchange, LayerOp, blocks, dist_abs_percentile, gather_batch, gather_spatial, halo, halo_layer,
+                   plan_exchange, shared_grad, span_size, sync_batch_norm)
 from .mesh import Mesh
 
 __all__ = ["DistBatchNorm3d", "SpatialModel", "conv_extent", "shard_batch", "use_shared_percentile"]
@@ -220,16 +221,23 @@ class SpatialModel(nn.Module):
 
     # --- exchanges ----------------------------------------------------------------------
 
-    def _exchange(self, key, in_extent, out_extent, rule) -> Exchange:
+    def _exchange(self, key, in_extent, out_extent, rule, clip: bool = False):
         """The halo exchange of a layer mapping ``in_extent`` to ``out_extent``; ``rule(d, a,
-        b)`` -> input rows ``[lo, hi)`` read by output rows ``[a, b)`` along dim ``d``."""
-        k = (key, in_extent, out_extent)
+        b)`` -> input rows ``[lo, hi)`` read by output rows ``[a, b)`` along dim ``d``.
+
+        ``clip``: assemble only rows inside the volume and return, with the exchange, the
+        zero padding ``((lo, hi) per dim)`` the layer adds itself at the global boundary."""
+        k = (key, in_extent, out_extent, clip)
         if k not in self.exchanges:
             g = self.mesh.grid.dims
             ins, outs = blocks(in_extent, g), blocks(out_extent, g)
             needs = [tuple(rule(d, a, b) for d, (a, b) in enumerate(o)) for o in outs]
-            self.exchanges[k] = plan_exchange(ins, needs, in_extent, self.mesh.spatial_index,
-                                              self.mesh.spatial_rank)
+            mine = needs[self.mesh.spatial_index]
+            pads = tuple((max(0, -lo), max(0, hi - n)) for (lo, hi), n in zip(mine, in_extent))
+            if clip:
+                needs = [tuple((max(0, lo), min(n, hi)) for (lo, hi), n in zip(nd, in_extent)) for nd in needs]
+            ex = plan_exchange(ins, needs, in_extent, self.mesh.spatial_index, self.mesh.spatial_rank)
+            self.exchanges[k] = (ex, pads if clip else ((0, 0),) * 3)
         return self.exchanges[k]
 
     def _enter(self, m: nn.Module, x: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -277,26 +285,25 @@ class SpatialModel(nn.Module):
         x = _value(inp)
         e, out = self._enter(m, x)
         k, s, p = _t3(m.kernel_size), _t3(m.stride), _t3(m.padding)
-        ex = self._exchange(id(m), e, out, lambda d, a, b: window_input(a, b, k[d], s[d], p[d]))
-        y = F.conv3d(halo(x, ex), _value(weight), _value(bias), m.stride, 0, 1, m.groups)
+        ex, pads = self._exchange(id(m), e, out, lambda d, a, b: window_input(a, b, k[d], s[d], p[d]), clip=True)
+        y = halo_layer(x, _value(weight), _value(bias), ex, LayerOp("conv", k, s, m.groups, pads))
         self.flow.extent = out
         return y
 
     def _convt(self, m, x, weight, bias):
         e, out = self._enter(m, x)
         k, s, p = _t3(m.kernel_size), _t3(m.stride), _t3(m.padding)
-        ex = self._exchange(id(m), e, out, lambda d, a, b: transposed_input(a, b, k[d], s[d], p[d]))
-        need = ex.need
-        y = F.conv_transpose3d(halo(x, ex), weight, bias, m.stride, 0, 0, 1, 1)
+        ex, _ = self._exchange(id(m), e, out, lambda d, a, b: transposed_input(a, b, k[d], s[d], p[d]))
         own_out = blocks(out, self.mesh.grid.dims)[self.mesh.spatial_index]
-        # local output index t is global row need_lo * s - p + t
-        lo = [a - (n0 * s[d] - p[d]) for d, ((a, _), (n0, _)) in enumerate(zip(own_out, need))]
+        # local output row t of the transposed conv on the span is global row need_lo * s - p + t
+        lo = [a - (n0 * s[d] - p[d]) for d, ((a, _), (n0, _)) in enumerate(zip(own_out, ex.need))]
+        full = [(n1 - n0 - 1) * s[d] + k[d] for d, (n0, n1) in enumerate(ex.need)]
         size = span_size(own_out)
-        short = [max(0, lo[d] + size[d] - y.shape[2 + d]) for d in range(3)]
-        if any(short):  # output_padding rows nothing writes to
-            y = F.pad(y, [0, short[2], 0, short[1], 0, short[0]])
+        if any(lo[d] + size[d] > full[d] for d in range(3)):
+            raise UnsupportedModelError("ConvTranspose3d with output_padding does not shard")
+        crop = tuple((lo[d], lo[d] + size[d]) for d in range(3))
         self.flow.extent = out
-        return y[:, :, lo[0]:lo[0] + size[0], lo[1]:lo[1] + size[1], lo[2]:lo[2] + size[2]]
+        return halo_layer(x, weight, bias, ex, LayerOp("convt", k, s, m.groups, crop=crop))
 
     def _convt_brevitas(self, m, x, weight, bias, output_padding):
         return self._convt(m, _value(x), _value(weight), _value(bias))
@@ -311,18 +318,18 @@ class SpatialModel(nn.Module):
         if m.ceil_mode:
             raise UnsupportedModelError("pooling with ceil_mode does not shard")
         maxp = isinstance(m, nn.MaxPool3d)
-        ex = self._exchange(id(m), e, out, lambda d, a, b: window_input(a, b, k[d], s[d], p[d]))
-        xe = _with_value(inp, halo(x, ex, float("-inf") if maxp else 0.0))
+        ex, _ = self._exchange(id(m), e, out, lambda d, a, b: window_input(a, b, k[d], s[d], p[d]))
         self.flow.extent = out
-        if maxp:
-            return F.max_pool3d(xe, k, s, 0)
-        return F.avg_pool3d(xe, k, s, 0, False, True, m.divisor_override)
+        op = LayerOp("maxpool" if maxp else "avgpool", k, s, divisor=None if maxp else m.divisor_override)
+        y = halo_layer(x, None, None, ex, op)
+        # as brevitas: max pooling keeps a QuantTensor's scale, average pooling returns a tensor
+        return _with_value(inp, y) if maxp else y
 
     def _upsample_forward(self, m, inp):
         x = _value(inp)
         e, out = self._enter(m, x)
         f = tuple(int(v) for v in _t3(m.scale_factor))
-        ex = self._exchange(id(m), e, out, lambda d, a, b: upsample_input(a, b, f[d]))
+        ex, _ = self._exchange(id(m), e, out, lambda d, a, b: upsample_input(a, b, f[d]))
         y = halo(x, ex)
         for d in range(3):
             y = y.repeat_interleave(f[d], dim=2 + d)
