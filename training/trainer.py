@@ -34,7 +34,7 @@ from .data import ShardReader
 from .mesh import Mesh, MeshError, SpatialGrid, init_mesh
 from .spatial import SpatialModel, shard_batch
 
-__all__ = ["DistTrainConfig", "DistTrainResult", "augment_index", "train_distributed"]
+__all__ = ["DistTrainConfig", "DistTrainResult", "augment_index", "train_distributed", "write_crops"]
 
 MODELS = ("cosmoflow", "cosmoflow-mlperf", "unet3d")
 
@@ -64,6 +64,7 @@ class DistTrainConfig:
     data_seed: int = 0
     data_dir: Path | None = None
     augment: bool = True
+    shifts: bool = True
     bn_stats: str = "global"
     resume: bool = False
     backend: str | None = None
@@ -83,13 +84,14 @@ class DistTrainResult:
 # --- data -------------------------------------------------------------------------------
 
 
-def augment_index(size: int, rng: np.random.Generator) -> tuple[tuple[int, ...], tuple[bool, ...], tuple[int, ...]]:
-    """One exact box symmetry (axis permutation, flips, periodic shifts), as
+def augment_index(size: int, rng: np.random.Generator, shifts: bool = True
+                  ) -> tuple[tuple[int, ...], tuple[bool, ...], tuple[int, ...]]:
+    """One exact box symmetry (axis permutation, flips, periodic shifts if ``shifts``), as
     :func:`tessera.models.data.cosmology.augment` draws it."""
     perm = tuple(int(p) for p in rng.permutation(3))
     flips = tuple(bool(rng.random() < 0.5) for _ in range(3))
-    shifts = tuple(int(s) for s in rng.integers(0, size, size=3))
-    return perm, flips, shifts
+    shift = tuple(int(s) for s in rng.integers(0, size, size=3))
+    return perm, flips, shift if shifts else (0, 0, 0)
 
 
 def _source_indices(block: tuple[tuple[int, int], ...], size: int, sym) -> list[np.ndarray]:
@@ -178,9 +180,13 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
     t_start = time.perf_counter()
     d = DEFAULTS[cfg.model]
     epochs = int(cfg.epochs or d["epochs"])
-    size = int(cfg.size or d["size"])
+    manifest = _manifest(cfg.data_dir)
+    size = int(cfg.size or manifest.get("size") or d["size"])
     width = float(cfg.width or d["width"])
-    n_samples = int(cfg.n_samples or d["n_samples"])
+    n_samples = int(cfg.n_samples or manifest.get("n_samples") or d["n_samples"])
+    if manifest and (size != manifest["size"] or n_samples > manifest["n_samples"]):
+        raise MeshError(f"{cfg.data_dir} holds {manifest['n_samples']} samples of {manifest['size']}^3, "
+                        f"not {n_samples} of {size}^3")
     batch = int(cfg.batch_size or d["batch_size"])
     lr = float(cfg.lr or d["lr"])
     options = dict(d.get("options", {}))
@@ -200,15 +206,21 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
     ccfg = CosmologyConfig(n_samples=n_samples, size=size, seed=cfg.data_seed)
     if main:
         out_dir.mkdir(parents=True, exist_ok=True)
-        folder = generate_cosmology(cfg.data_dir, ccfg, progress=progress)
-    dist.barrier()
-    folder = generate_cosmology(cfg.data_dir, ccfg, progress=False) if not main else folder
+    if manifest:
+        folder = Path(cfg.data_dir)
+    else:
+        if main:
+            generate_cosmology(cfg.data_dir, ccfg, progress=progress)
+        dist.barrier()
+        folder = generate_cosmology(cfg.data_dir, ccfg, progress=False)
     with torch.random.fork_rng():
         torch.manual_seed(cfg.seed)
         net = build_cnn3d(cfg.model, width=width, input_size=size, in_channels=4, n_out=4, **options)
     net = net.to(mesh.device)
     sm = SpatialModel(net, mesh, (size,) * 3, bn_stats=cfg.bn_stats)
-    samples = _Samples(Path(folder), n_samples, sm.input_block(), size)
+    samples = _Samples(Path(folder), n_samples, sm.input_block(), size,
+                       samples_per_cosmology=int(manifest.get("samples_per_cosmology", 1)))
+    shifts = cfg.shifts and bool(manifest.get("periodic", True))
     steps_per_epoch = math.ceil(len(samples.train) / batch)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch, eta_min=lr * 0.02)
@@ -231,7 +243,7 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
         task = bar.add_task(cfg.model, total=(epochs - start_epoch) * steps_per_epoch, status="") if bar else None
         for epoch in range(start_epoch, epochs):
             order = np.random.default_rng([cfg.seed, epoch]).permutation(samples.train)
-            sym_of = (lambda i, e=epoch: augment_index(size, np.random.default_rng([cfg.seed, e, int(i)]))) \
+            sym_of = (lambda i, e=epoch: augment_index(size, np.random.default_rng([cfg.seed, e, int(i)]), shifts)) \
                 if cfg.augment else None
             net.train()
             losses = []
@@ -252,7 +264,7 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
                 sm.reduce_gradients()
                 opt.step()
                 sched.step()
-                losses.append(float(loss))
+                losses.append(float(loss.detach()))
                 step_times.append(time.perf_counter() - t0)
                 done += 1
                 if bar:
@@ -261,6 +273,8 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
                     break
             val = _validate(sm, samples, batch, mesh)
             history["train_loss"].append(float(np.mean(losses)))
+            for h in history["val"]:
+                h.pop("predictions", None)  # only the last epoch's are kept
             history["val"].append(val)
             if main:
                 state = {"model": {k: v.detach().cpu() for k, v in net.state_dict().items()},
@@ -295,7 +309,10 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
                        "data_dir": str(cfg.data_dir) if cfg.data_dir else None},
             "epochs": epochs, "size": size, "width": width, "n_samples": n_samples, "batch_size": batch,
             "lr": lr, "n_train": int(len(samples.train)), "n_val": int(len(samples.val)),
-            "n_params": count_params(net), "train_loss": history["train_loss"], "val": history["val"],
+            "n_params": count_params(net), "train_loss": history["train_loss"],
+            "val": [{k: v for k, v in h.items() if k != "predictions"} for h in history["val"]],
+            "val_indices": samples.val.tolist(), "val_predictions": history["val"][-1].get("predictions")
+            if history["val"] else None, "augment_shifts": shifts,
             "baseline_val_mse_train_mean": baseline, "metric": metric,
             "step_seconds_median": float(np.median(step_times)) if step_times else None,
             "bytes_read_per_rank": [{"rank": r, "data_bytes": int(v[0]), "meta_bytes": int(v[1]), "files": int(v[2])}
@@ -319,25 +336,72 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
     return DistTrainResult(out_dir=out_dir, metric=metric, baseline=baseline, metrics=metrics)
 
 
+def _manifest(folder) -> dict:
+    """``config`` of a sample folder's ``manifest.json`` (``{}`` without one)."""
+    import json
+
+    if folder is None or not (Path(folder) / "manifest.json").is_file():
+        return {}
+    return dict(json.loads((Path(folder) / "manifest.json").read_text())["config"])
+
+
+def write_crops(src: Path, dst: Path, crop: int, progress: bool = False) -> Path:
+    """Cut every ``S^3`` sample of ``src`` into its ``(S / crop)^3`` non-overlapping
+    ``crop^3`` sub-volumes (read as hyperslabs), written to ``dst`` in the same layout with
+    ``samples_per_cosmology = (S / crop)^3`` (so the validation split keeps a universe's crops
+    together) and ``periodic = False``."""
+    import json
+
+    from ..models.data.cosmology import read_hyperslab, write_sample
+
+    cfg = _manifest(src)
+    size, n = int(cfg["size"]), int(cfg["n_samples"])
+    if size % crop:
+        raise MeshError(f"crop {crop} does not divide the volume {size}")
+    k = size // crop
+    per = k ** 3
+    if cfg.get("samples_per_cosmology", 1) != 1:
+        raise MeshError("crops of folders with several realizations per cosmology are not supported")
+    want = {**cfg, "size": crop, "n_samples": n * per, "samples_per_cosmology": per, "periodic": False,
+            "cropped_from": str(src)}
+    mf = dst / "manifest.json"
+    if mf.is_file() and json.loads(mf.read_text())["config"] == want:
+        return dst
+    dst.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        y = read_sample_target_path(src / f"univ_{i:06d}.h5")
+        for c, (a, b, cc) in enumerate(np.ndindex(k, k, k)):
+            vol = read_hyperslab(src / f"univ_{i:06d}.h5", (a * crop, b * crop, cc * crop), (crop,) * 3)
+            write_sample(dst / f"univ_{i * per + c:06d}.h5", vol, y)
+    mf.write_text(json.dumps({"config": want}, indent=2) + "\n")
+    return dst
+
+
+def read_sample_target_path(path: Path, key: str = "unitPar") -> np.ndarray:
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return np.asarray(f[key][...], dtype=np.float32)
+
+
 def read_sample_target(samples: _Samples, i: int) -> np.ndarray:
     """The target of sample ``i`` (a few bytes; every rank needs the mini-batch's targets
     for the replicated tail)."""
-    import h5py
-
-    with h5py.File(samples.paths[i], "r") as f:
-        return np.asarray(f[samples.reader.target_key][...], dtype=np.float32)
+    return read_sample_target_path(samples.paths[i], samples.reader.target_key)
 
 
 @torch.no_grad()
 def _validate(sm: SpatialModel, samples: _Samples, batch: int, mesh: Mesh) -> dict:
     """Validation MSE of the sharded model in eval mode (every rank reads its hyperslabs)."""
     sm.eval()
-    err = []
+    err, preds = [], []
     for glob in np.array_split(samples.val, max(1, len(samples.val) // max(batch, mesh.data))):
         mine = glob[shard_batch(len(glob), mesh.data, mesh.data_index)]
         x, _ = samples.read(mine)
         y = np.stack([read_sample_target(samples, i) for i in glob])
         out = sm(torch.from_numpy(x).to(mesh.device)).cpu().numpy()
         err.append((out - y) ** 2)
+        preds.append(out)
     e = np.concatenate(err).mean(axis=0)
-    return {"val_mse": float(e.mean()), "val_mse_per_param": e.tolist()}
+    return {"val_mse": float(e.mean()), "val_mse_per_param": e.tolist(),
+            "predictions": np.concatenate(preds).tolist()}
