@@ -3,11 +3,13 @@ single-process training.
 
 For every configuration of :data:`CONFIGS` (2, 4 and 8 ranks; spatial splits along 1, 2 and
 3 dims; data x spatial mixes; odd volume sizes; stride-2 layers) runs
-:func:`tessera.training.check.run_equivalence` and writes the largest relative differences
+:func:`tessera.training.check.run_equivalence`, then the same comparison between two
+single-process runs with 1 and 2 threads (the float32 noise floor,
+:func:`~tessera.training.check.run_thread_noise`), and writes the largest relative differences
 (``max |a - b| / max |b|`` per tensor, the worst tensor reported) to
 ``docs/results/training_equivalence.json``.
 
-    python bench/training_equivalence.py [--quick]
+    python bench/training_equivalence.py
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from tessera.training.check import EquivalenceSpec, run_equivalence
+from tessera.training.check import EquivalenceSpec, run_equivalence, run_thread_noise
 from tessera.training.mesh import SpatialGrid
 
 G = SpatialGrid
@@ -66,6 +68,13 @@ def main(argv=None) -> int:
               f"loss {r['loss']['max_rel']:.1e} grads {r['grads']['max_rel']:.1e} ({r['grads']['worst']}) "
               f"input {r['input_grad']['max_rel']:.1e} params {r['params_after']['max_rel']:.1e} "
               f"[{r['seconds']} s]", flush=True)
+    # the noise floor: two single-process runs that differ only in the thread count
+    for model, extent in (("layers", (12, 10, 9)), ("cosmoflow", (11, 11, 11)), ("unet3d", (16, 16, 16))):
+        r = run_thread_noise(spec_of(model, extent, 1, G(), "float32", 20))
+        r["world"] = 1
+        rows.append(r)
+        print(f"{model:10s} single-process threads 1 vs 2: grads {r['grads']['max_rel']:.1e} input "
+              f"{r['input_grad']['max_rel']:.1e} params {r['params_after']['max_rel']:.1e}", flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "training_equivalence.json").write_text(json.dumps(rows, indent=1) + "\n")
     return 0

@@ -149,9 +149,8 @@ def _plot(rows, path):
         ax.plot(ps, [rs[0]["max_saved_MiB"] / p for p in ps], ls="--", color="grey")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("spatial ranks P")
-    ax.set_ylabel("saved activations per rank [MiB]")
-    ax.set_title("CosmoFlow activation memory per rank (dashed: 1/P)")
+    ax.set(xlabel="spatial ranks P", ylabel="saved activations per rank [MiB]",
+           title="CosmoFlow activation memory per rank (dashed: 1/P)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -91,9 +91,7 @@ def _plot(rows, path: Path) -> None:
                 label=f"{r['setting']} seed {r['seed']}")
     if rows:
         ax.axhline(rows[0]["baseline"], color="grey", ls=":", label="train-mean predictor")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("validation MSE (per sample)")
-    ax.set_title("CosmoFlow: whole 64^3 volumes vs 32^3 crops")
+    ax.set(xlabel="epoch", ylabel="validation MSE (per sample)", title="CosmoFlow: whole 64^3 volumes vs 32^3 crops")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

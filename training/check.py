@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .mesh import SpatialGrid
 from .spatial import use_shared_percentile
 
-__all__ = ["CHECK_MODELS", "EquivalenceSpec", "run_equivalence"]
+__all__ = ["CHECK_MODELS", "EquivalenceSpec", "run_equivalence", "run_thread_noise"]
 
 
 def _layers_net(cin: int = 2) -> nn.Module:
@@ -200,10 +199,9 @@ def _rel2(a: torch.Tensor, b: torch.Tensor) -> float:
     return diff / scale if scale > 0 else diff
 
 
-def run_equivalence(spec: EquivalenceSpec) -> dict:
-    """Run ``spec`` distributed and single-process; the largest relative differences."""
-    import torch.multiprocessing as mp
-
+def _problem(spec: EquivalenceSpec) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """The mini-batch, targets and initial state of a check (after ``warm_steps``
+    single-process steps, which put the quantizers in their learned phase)."""
     torch.manual_seed(spec.seed)
     net, cin = _build(spec)
     use_shared_percentile(net)
@@ -213,10 +211,44 @@ def run_equivalence(spec: EquivalenceSpec) -> dict:
     with torch.no_grad():
         shape = net.eval()(x[:1]).shape
     y = (torch.randn((spec.batch, *shape[1:]), generator=g) * 0.5).to(dtype)
-    if spec.warm_steps:  # single-process steps first: quantizers in their learned phase
+    if spec.warm_steps:
         _steps(net, dict(net.named_parameters()), x.clone().requires_grad_(True), y, y.numel(),
                EquivalenceSpec(**{**asdict(spec), "grid": spec.grid, "steps": spec.warm_steps}))
-    state = {k: v.clone() for k, v in net.state_dict().items()}
+    return x, y, {k: v.clone() for k, v in net.state_dict().items()}
+
+
+def run_thread_noise(spec: EquivalenceSpec, threads: tuple[int, int] = (1, 2)) -> dict:
+    """The same comparison between two *single-process* runs that differ only in the number
+    of intra-op threads (so in the order of floating-point reductions): the noise floor of
+    the measure at ``spec.dtype``."""
+    x, y, state = _problem(spec)
+    recs = []
+    before = torch.get_num_threads()
+    try:
+        for t in threads:
+            torch.set_num_threads(t)
+            torch.manual_seed(spec.seed)
+            n, _ = _build(spec)
+            use_shared_percentile(n)
+            _load_fresh(n, state)
+            recs.append(_steps(n, dict(n.named_parameters()), x.clone().requires_grad_(True), y, y.numel(), spec))
+    finally:
+        torch.set_num_threads(before)
+    a, b = recs
+    rep = {"spec": {**asdict(spec), "grid": "threads %d vs %d" % threads}, "steps": spec.steps}
+    for key in ("out", "loss", "input_grad"):
+        rep["output" if key == "out" else key] = {"max_rel": _rel(a[key], b[key]), "l2_rel": _rel2(a[key], b[key])}
+    for key, name in (("grads", "grads"), ("params", "params_after")):
+        worst = max(((_rel(a[key][n], t), n) for n, t in b[key].items()), default=(0.0, ""))
+        rep[name] = {"max_rel": worst[0], "worst": worst[1]}
+    return rep
+
+
+def run_equivalence(spec: EquivalenceSpec) -> dict:
+    """Run ``spec`` distributed and single-process; the largest relative differences."""
+    import torch.multiprocessing as mp
+
+    x, y, state = _problem(spec)
     with tempfile.TemporaryDirectory(prefix="tessera-eq-") as folder:
         torch.save({"state": state, "x": x, "y": y}, Path(folder) / "init.pt")
         mp.start_processes(_worker, args=(spec, _free_port(), folder), nprocs=spec.world,

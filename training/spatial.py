@@ -5,19 +5,20 @@ names, same ``state_dict``; checkpoints and exports are those of
 :mod:`tessera.models.train3d`).  :func:`SpatialModel` rewires it in place for one rank:
 
 * ``Conv3d`` / brevitas ``QuantConv3d``: the convolution itself (after brevitas quantized
-  the input, weights and bias) runs on the halo-extended block with padding 0;
-* ``ConvTranspose3d`` / ``QuantConvTranspose3d``: runs on the block of inputs its output block
+  the input, weights and bias) runs on the halo-extended block with the zero padding of the
+  global boundary only (:func:`tessera.training.halo.halo_layer`);
+* ``ConvTranspose3d`` / ``QuantConvTranspose3d``: runs on the inputs its output block
   gathers from and keeps its output block;
-* ``AvgPool3d`` (``count_include_pad``), ``MaxPool3d``, nearest ``Upsample``: same scheme
-  (max pooling pads with ``-inf``);
+* ``AvgPool3d`` (``count_include_pad``), ``MaxPool3d``: the same scheme (max pooling pads
+  with ``-inf``); nearest ``Upsample``: halo rows, repeat, crop;
 * ``BatchNorm3d`` is replaced by :class:`DistBatchNorm3d` (same parameters and buffers,
   statistics over the mesh);
 * every brevitas runtime activation statistic (``AbsPercentile``, the first
   ``ACT_STATS_STEPS`` training steps of each activation quantizer) becomes exact over the
   ranks that hold distinct parts of the tensor;
 * the dense tail (CosmoFlow: from ``flatten``, or earlier when a block would get empty --
-  paper 1: stay spatial while the volume is large) receives the gathered volume and runs
-  alike on the ranks of a spatial group.
+  paper 1: stay spatial while the volume is large) receives the gathered volumes of the whole
+  mini-batch and runs alike on every rank.
 
 Which input rows a rank needs is computed by the per-dimension rules of
 :mod:`tessera.compiler.partition.regions` (``window_input``, ``transposed_input``,
@@ -25,9 +26,9 @@ Which input rows a rank needs is computed by the per-dimension rules of
 change: all tensors of one extent are split alike.
 
 Gradients: call :meth:`SpatialModel.reduce_gradients` after ``backward``: the sharded
-layers' parameter gradients are partial sums (summed over all ranks), the tail's are per
-data replica (summed over the data group).  The loss must be normalised by the *global*
-mini-batch (see :func:`tessera.training.trainer.local_loss`).
+layers' parameter gradients are partial sums (summed over all ranks); the tail's are
+complete on every rank.  The loss must be normalised by the *global* mini-batch (a tail's
+output is the whole mini-batch's; a per-voxel output is the rank's block of its samples).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..compiler.errors import UnsupportedModelError
@@ -137,8 +137,8 @@ class SpatialModel(nn.Module):
     ``mesh`` for inputs of global spatial extent ``extent``.
 
     ``forward(x)``: ``x`` is this rank's block ``(n, C, *block)`` of the ``n`` samples of its
-    data replica; returns the tail's output (replicated over the spatial group) or, for a
-    fully convolutional net, this rank's output block.
+    data replica; returns the tail's output for the whole mini-batch (every rank alike) or,
+    for a fully convolutional net, this rank's output block of its samples.
 
     ``bn_stats``: ``'global'`` (BatchNorm statistics over the whole mini-batch, every rank:
     equals single-process training) or ``'replica'`` (over the spatial group only: each data
