@@ -54,7 +54,8 @@ def export(size: int, width: float, path: Path) -> Path:
 
 def _peak_rss_mb() -> tuple[float, float]:
     """(this process's, its largest worker's) peak resident memory in MiB; the workers are
-    fresh processes (forkserver), so theirs is what one block's run needs."""
+    fresh (spawned) children, reaped when the run's pool shuts down, so theirs is what the
+    blocks they ran needed (plus the interpreter and imports)."""
     import resource
 
     return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

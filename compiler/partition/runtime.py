@@ -109,8 +109,18 @@ class Partition:
         outside its own share of the input; exchange: received from other blocks, summed
         over the layers)."""
         self._kernel_for = kernel_for
-        seg = self._run_overlap(x, workers, progress, stats) if self.mode == "overlap" else \
-            self._run_exchange(x, workers, progress, stats)
+        self._pool = None
+        try:
+            if workers > 1 and np.prod(self.grid) > 1:
+                # one pool of fresh worker processes (children of this one, not forks: each
+                # holds only the data of the blocks it runs)
+                self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            seg = self._run_overlap(x, workers, progress, stats) if self.mode == "overlap" else \
+                self._run_exchange(x, workers, progress, stats)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+            self._pool = None
         tail = self.tail()
         if tail is None:
             return seg
@@ -120,20 +130,10 @@ class Partition:
         """Results of ``tasks`` [(key, graph, x_region)] in order."""
         payload = [(g if self._kernel_for is None else self._kernel_for(g), xr) for _, g, xr in tasks]
         out = []
-        if workers <= 1 or len(tasks) == 1:
-            for item in payload:
-                out.append(run_task(item))
-                if progress:
-                    progress(1)
-            return out
-        # fresh worker processes (not forks of this one): each holds only its blocks' data
-        ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
-                                          else "spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
-            for y in pool.map(run_task, payload):
-                out.append(y)
-                if progress:
-                    progress(1)
+        for y in (map(run_task, payload) if self._pool is None else self._pool.map(run_task, payload)):
+            out.append(y)
+            if progress:
+                progress(1)
         return out
 
     def block_tasks(self) -> list[tuple[tuple[int, ...], Graph, Span]]:
