@@ -384,7 +384,7 @@ class _SyncBN(torch.autograd.Function):
         invstd = invstd_f.reshape(-1).double()
         mean_g = (tot[:c] / ctx.n).to(x.dtype).view(shape)
         k = (tot[c:] * invstd * invstd / ctx.n).to(x.dtype).view(shape)
-        gx = (g - mean_g - xc * k) * (invstd_f * weight.view(shape))
+        gx = (g - mean_g - xc * k) * invstd_f * weight.view(shape)  # torch's order of operations
         # parameter gradients: this rank's partial sums (the gradient all-reduce adds them)
         return gx, (dot * invstd).to(x.dtype), sum_g.to(x.dtype), None, None, None, None, None
 

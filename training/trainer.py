@@ -160,6 +160,63 @@ class _Samples:
         return np.ascontiguousarray(v[(slice(None),) + np.ix_(*idx)]), y
 
 
+class _CosmoData:
+    """CosmoFlow: per-rank hyperslabs of the HDF5 samples; the tail's loss needs the targets
+    of the whole mini-batch (16 bytes a sample)."""
+
+    kind = "regression"
+
+    def __init__(self, samples: _Samples, sym):
+        self.samples, self.sym = samples, sym
+        self.train, self.val = samples.train, samples.val
+
+    def batch(self, glob, part: slice, epoch: int | None):
+        """This rank's inputs (its samples ``glob[part]``, its block) and the loss targets."""
+        sym_of = None if epoch is None or self.sym is None else (lambda i: self.sym(epoch, i))
+        x, _ = self.samples.read(glob[part], sym_of)
+        y = np.stack([read_sample_target(self.samples, i) for i in glob])
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+    def count(self, glob) -> int:
+        return len(glob) * 4
+
+
+class _BrainData:
+    """U-Net: the MNI152 patches of :func:`tessera.models.data.brain.load_brain_patches`
+    (one small template, loaded by every rank), each rank keeping its block of its samples'
+    patches and labels; the epoch's flips and intensity jitter are drawn alike on all ranks."""
+
+    kind = "segmentation"
+
+    def __init__(self, n_samples: int, size: int, seed: int, data_seed: int, in_block, out_block):
+        from ..models.data.brain import load_brain_patches
+
+        b = load_brain_patches(n_train=n_samples, n_val=max(8, n_samples // 4), patch=size, seed=data_seed)
+        self.x = np.concatenate([b.x_train, b.x_val])
+        self.y = np.concatenate([b.y_train, b.y_val]).astype(np.int64)
+        self.train = np.arange(len(b.x_train))
+        self.val = np.arange(len(b.x_train), len(self.x))
+        self.seed = seed
+        self.ib = tuple(slice(a, c) for a, c in in_block)
+        self.ob = tuple(slice(a, c) for a, c in out_block)
+
+    def batch(self, glob, part: slice, epoch: int | None):
+        """This rank's block of its samples ``glob[part]`` and of their labels."""
+        x, y = self.x[glob[part]], self.y[glob[part]]
+        if epoch is not None:
+            from ..models.data.brain import augment
+
+            rng = np.random.default_rng([self.seed, epoch, int(glob[0])])
+            x, y = augment(self.x[glob], self.y[glob], rng)  # drawn over the whole mini-batch
+            x, y = x[part], y[part]
+        x = np.ascontiguousarray(x[(slice(None), slice(None)) + self.ib])
+        y = np.ascontiguousarray(y[(slice(None),) + self.ob])
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+    def count(self, glob) -> int:
+        return len(glob) * int(np.prod(self.y.shape[1:]))
+
+
 # --- training ----------------------------------------------------------------------------
 
 
@@ -174,19 +231,19 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
     """Train ``cfg.model`` on the ``cfg.data x cfg.grid`` mesh (this process = one rank)."""
     if cfg.model not in MODELS:
         raise MeshError(f"unknown 3D model {cfg.model!r}; known: {', '.join(MODELS)}")
-    if cfg.model == "unet3d":
-        raise MeshError("distributed U-Net training needs a sharded reader for the brain patches, "
-                        "which is not built; tessera.training.check shards the U-Net itself")
     t_start = time.perf_counter()
     d = DEFAULTS[cfg.model]
+    seg = cfg.model == "unet3d"
     epochs = int(cfg.epochs or d["epochs"])
-    manifest = _manifest(cfg.data_dir)
+    manifest = {} if seg else _manifest(cfg.data_dir)
     size = int(cfg.size or manifest.get("size") or d["size"])
     width = float(cfg.width or d["width"])
     n_samples = int(cfg.n_samples or manifest.get("n_samples") or d["n_samples"])
     if manifest and (size != manifest["size"] or n_samples > manifest["n_samples"]):
         raise MeshError(f"{cfg.data_dir} holds {manifest['n_samples']} samples of {manifest['size']}^3, "
                         f"not {n_samples} of {size}^3")
+    if seg and cfg.data_dir is not None:
+        raise MeshError("--data-dir applies to the CosmoFlow models (the U-Net reads the MNI152 patches)")
     batch = int(cfg.batch_size or d["batch_size"])
     lr = float(cfg.lr or d["lr"])
     options = dict(d.get("options", {}))
@@ -199,29 +256,40 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
         raise MeshError(f"global batch {batch} is smaller than the {mesh.data} data replicas")
     main = mesh.is_main
     out_dir = Path(cfg.out_dir)
-
-    # data: rank 0 generates missing files, everyone reads its hyperslabs
-    from ..models.data.cosmology import CosmologyConfig, generate_cosmology, read_sample
-
-    ccfg = CosmologyConfig(n_samples=n_samples, size=size, seed=cfg.data_seed)
     if main:
         out_dir.mkdir(parents=True, exist_ok=True)
-    if manifest:
-        folder = Path(cfg.data_dir)
-    else:
-        if main:
-            generate_cosmology(cfg.data_dir, ccfg, progress=progress)
-        dist.barrier()
-        folder = generate_cosmology(cfg.data_dir, ccfg, progress=False)
+    in_ch, n_out = (1, 3) if seg else (4, 4)
     with torch.random.fork_rng():
         torch.manual_seed(cfg.seed)
-        net = build_cnn3d(cfg.model, width=width, input_size=size, in_channels=4, n_out=4, **options)
+        net = build_cnn3d(cfg.model, width=width, input_size=size, in_channels=in_ch, n_out=n_out, **options)
     net = net.to(mesh.device)
     sm = SpatialModel(net, mesh, (size,) * 3, bn_stats=cfg.bn_stats)
-    samples = _Samples(Path(folder), n_samples, sm.input_block(), size,
-                       samples_per_cosmology=int(manifest.get("samples_per_cosmology", 1)))
-    shifts = cfg.shifts and bool(manifest.get("periodic", True))
-    steps_per_epoch = math.ceil(len(samples.train) / batch)
+    shifts = False
+    if seg:
+        data = _BrainData(n_samples, size, cfg.seed, cfg.data_seed, sm.input_block(), sm.input_block())
+        reader = None
+    else:
+        # rank 0 generates missing files, everyone reads its hyperslabs
+        from ..models.data.cosmology import CosmologyConfig, generate_cosmology
+
+        if manifest:
+            folder = Path(cfg.data_dir)
+        else:
+            ccfg = CosmologyConfig(n_samples=n_samples, size=size, seed=cfg.data_seed)
+            if main:
+                generate_cosmology(cfg.data_dir, ccfg, progress=progress)
+            dist.barrier()
+            folder = generate_cosmology(cfg.data_dir, ccfg, progress=False)
+        samples = _Samples(Path(folder), n_samples, sm.input_block(), size,
+                           samples_per_cosmology=int(manifest.get("samples_per_cosmology", 1)))
+        shifts = cfg.shifts and bool(manifest.get("periodic", True))
+        sym = (lambda e, i: augment_index(size, np.random.default_rng([cfg.seed, e, int(i)]), shifts)) \
+            if cfg.augment else None
+        data, reader = _CosmoData(samples, sym), samples.reader
+    if len(data.val) < mesh.data or len(data.train) < mesh.data:
+        raise MeshError(f"{len(data.train)} training / {len(data.val)} validation samples cannot feed "
+                        f"{mesh.data} data replicas")
+    steps_per_epoch = math.ceil(len(data.train) / batch)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch, eta_min=lr * 0.02)
     start_epoch, history = 0, {"train_loss": [], "val": []}
@@ -232,9 +300,7 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
         opt.load_state_dict(ck["optimizer"])
         sched.load_state_dict(ck["scheduler"])
         start_epoch, history = int(ck["epoch"]), ck["history"]
-    if len(samples.val) < mesh.data or len(samples.train) < mesh.data:
-        raise MeshError(f"{len(samples.train)} training / {len(samples.val)} validation samples cannot feed "
-                        f"{mesh.data} data replicas")
+    key = "val_dice_mean" if seg else "val_mse"
 
     step_times: list[float] = []
     t_train = time.perf_counter()
@@ -242,9 +308,7 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
     with _progress(progress and main) as bar:
         task = bar.add_task(cfg.model, total=(epochs - start_epoch) * steps_per_epoch, status="") if bar else None
         for epoch in range(start_epoch, epochs):
-            order = np.random.default_rng([cfg.seed, epoch]).permutation(samples.train)
-            sym_of = (lambda i, e=epoch: augment_index(size, np.random.default_rng([cfg.seed, e, int(i)]), shifts)) \
-                if cfg.augment else None
+            order = np.random.default_rng([cfg.seed, epoch]).permutation(data.train)
             net.train()
             losses = []
             for s in range(0, len(order), batch):
@@ -252,26 +316,27 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
                 glob = order[s:s + batch]
                 if len(glob) < mesh.data:  # a last partial batch too small to split
                     continue
-                mine = glob[shard_batch(len(glob), mesh.data, mesh.data_index)]
-                x, _ = samples.read(mine, sym_of)
-                y = np.stack([read_sample_target(samples, i) for i in glob])
-                xt = torch.from_numpy(x).to(mesh.device)
-                yt = torch.from_numpy(y).to(mesh.device)
+                part = shard_batch(len(glob), mesh.data, mesh.data_index)
+                xt, yt = data.batch(glob, part, epoch if cfg.augment else None)
                 opt.zero_grad(set_to_none=True)
-                out = sm(xt)  # the dense tail's output: the whole global mini-batch
-                loss = _loss("regression", out, yt, yt.numel())
+                # a dense tail's output is the whole global mini-batch, a per-voxel one this
+                # rank's block of its samples: either way the loss is its share of the mean
+                loss = _loss(data.kind, sm(xt.to(mesh.device)), yt.to(mesh.device), data.count(glob))
                 loss.backward()
                 sm.reduce_gradients()
                 opt.step()
                 sched.step()
-                losses.append(float(loss.detach()))
+                value = loss.detach().clone()
+                if seg:
+                    dist.all_reduce(value)
+                losses.append(float(value))
                 step_times.append(time.perf_counter() - t0)
                 done += 1
                 if bar:
                     bar.update(task, advance=1, status=f"loss {losses[-1]:.4f}")
                 if cfg.max_steps and done >= cfg.max_steps:
                     break
-            val = _validate(sm, samples, batch, mesh)
+            val = _validate(sm, data, batch, mesh)
             history["train_loss"].append(float(np.mean(losses)))
             for h in history["val"]:
                 h.pop("predictions", None)  # only the last epoch's are kept
@@ -280,56 +345,61 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
                 state = {"model": {k: v.detach().cpu() for k, v in net.state_dict().items()},
                          "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                          "epoch": epoch + 1, "history": history,
-                         "config": {"model": cfg.model, "width": width, "size": size, "in_channels": 4,
-                                    "n_out": 4, "options": options}}
+                         "config": {"model": cfg.model, "width": width, "size": size, "in_channels": in_ch,
+                                    "n_out": n_out, "options": options}}
                 with _atomic_path(ck_path) as tmp:
                     torch.save(state, tmp)
                 if bar:
                     bar.update(task, description=f"{cfg.model} [{epoch + 1}/{epochs}]",
-                               status=f"loss {history['train_loss'][-1]:.4f} val {val['val_mse']:.4f}")
+                               status=f"loss {history['train_loss'][-1]:.4f} val {val[key]:.4f}")
             if cfg.max_steps and done >= cfg.max_steps:
                 break
     train_seconds = time.perf_counter() - t_train
-    io = torch.tensor([samples.reader.stats.data_bytes, samples.reader.stats.meta_bytes,
-                       samples.reader.stats.files], dtype=torch.float64)
+    st = reader.stats if reader is not None else None
+    io = torch.tensor([st.data_bytes, st.meta_bytes, st.files] if st else [0, 0, 0], dtype=torch.float64)
     per_rank = [torch.zeros_like(io) for _ in range(mesh.world)]
     dist.all_gather(per_rank, io)
     dist.barrier()
     metrics: dict = {}
-    metric = history["val"][-1]["val_mse"] if history["val"] else float("nan")
+    metric = history["val"][-1][key] if history["val"] else float("nan")
     baseline = float("nan")
     if main:
-        val_y = np.stack([read_sample_target(samples, i) for i in samples.val])
-        y_tr_mean = np.stack([read_sample_target(samples, i) for i in samples.train]).mean(0)
-        baseline = float(((val_y - y_tr_mean) ** 2).mean())
         metrics = {
-            "model": cfg.model, "mesh": {"data": mesh.data, "spatial": str(mesh.grid), "world": mesh.world,
-                                          "backend": dist.get_backend(), "device": str(mesh.device)},
+            "model": cfg.model, "task": data.kind,
+            "mesh": {"data": mesh.data, "spatial": str(mesh.grid), "world": mesh.world,
+                     "backend": dist.get_backend(), "device": str(mesh.device)},
             "config": {**asdict(cfg), "out_dir": str(cfg.out_dir), "grid": str(cfg.grid),
                        "data_dir": str(cfg.data_dir) if cfg.data_dir else None},
             "epochs": epochs, "size": size, "width": width, "n_samples": n_samples, "batch_size": batch,
-            "lr": lr, "n_train": int(len(samples.train)), "n_val": int(len(samples.val)),
+            "lr": lr, "n_train": int(len(data.train)), "n_val": int(len(data.val)),
             "n_params": count_params(net), "train_loss": history["train_loss"],
             "val": [{k: v for k, v in h.items() if k != "predictions"} for h in history["val"]],
-            "val_indices": samples.val.tolist(), "val_predictions": history["val"][-1].get("predictions")
-            if history["val"] else None, "augment_shifts": shifts,
-            "baseline_val_mse_train_mean": baseline, "metric": metric,
+            "val_indices": data.val.tolist(), "val_predictions": history["val"][-1].get("predictions")
+            if history["val"] else None, "augment_shifts": shifts, "metric": metric,
             "step_seconds_median": float(np.median(step_times)) if step_times else None,
             "bytes_read_per_rank": [{"rank": r, "data_bytes": int(v[0]), "meta_bytes": int(v[1]), "files": int(v[2])}
-                                    for r, v in enumerate(per_rank)],
+                                    for r, v in enumerate(per_rank)] if reader is not None else None,
             "train_seconds": round(train_seconds, 3), "versions": _versions(),
         }
+        if not seg:
+            val_y = np.stack([read_sample_target(samples, i) for i in samples.val])
+            y_tr_mean = np.stack([read_sample_target(samples, i) for i in samples.train]).mean(0)
+            baseline = float(((val_y - y_tr_mean) ** 2).mean())
+            metrics["baseline_val_mse_train_mean"] = baseline
         if cfg.export and history["val"]:
+            if seg:
+                xs, ys = data.x[data.val[:4]], data.y[data.val[:4]]
+            else:
+                from ..models.data.cosmology import read_sample
+
+                xs, ys = np.stack([read_sample(samples.paths[i])[0] for i in samples.val[:4]]), val_y[:4]
             folded = load_folded(ck_path)
-            xs = np.stack([read_sample(samples.paths[i])[0] for i in samples.val[:4]])
             export_cnn3d(folded, torch.from_numpy(xs[:1]), out_dir / "model.onnx")
             _save_npy(out_dir / "test_inputs.npy", xs.astype(np.float32))
-            _save_npy(out_dir / "test_targets.npy", val_y[:4])
-            with torch.no_grad():
-                exported = float(((folded(torch.from_numpy(xs)).numpy() - val_y[:4]) ** 2).mean())
-            metrics["exported_val_mse_first4"] = exported
+            _save_npy(out_dir / "test_targets.npy", ys)
         _plot(out_dir / "learning_curve.png", f"{cfg.model} {mesh.data}x{mesh.grid} (width {width:g}, {size}^3)",
-              history["train_loss"], [v["val_mse"] for v in history["val"]], "validation MSE", baseline)
+              history["train_loss"], [v[key] for v in history["val"]],
+              "validation mean Dice" if seg else "validation MSE", None if seg else baseline)
         metrics["seconds"] = round(time.perf_counter() - t_start, 3)
         _save_json(out_dir / "metrics.json", metrics)
     dist.barrier()
@@ -391,17 +461,28 @@ def read_sample_target(samples: _Samples, i: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def _validate(sm: SpatialModel, samples: _Samples, batch: int, mesh: Mesh) -> dict:
-    """Validation MSE of the sharded model in eval mode (every rank reads its hyperslabs)."""
+def _validate(sm: SpatialModel, data, batch: int, mesh: Mesh) -> dict:
+    """Validation of the sharded model in eval mode: MSE of the (replicated) regression
+    outputs, or Dice from per-class voxel counts summed over all ranks."""
     sm.eval()
     err, preds = [], []
-    for glob in np.array_split(samples.val, max(1, len(samples.val) // max(batch, mesh.data))):
-        mine = glob[shard_batch(len(glob), mesh.data, mesh.data_index)]
-        x, _ = samples.read(mine)
-        y = np.stack([read_sample_target(samples, i) for i in glob])
-        out = sm(torch.from_numpy(x).to(mesh.device)).cpu().numpy()
-        err.append((out - y) ** 2)
-        preds.append(out)
-    e = np.concatenate(err).mean(axis=0)
-    return {"val_mse": float(e.mean()), "val_mse_per_param": e.tolist(),
-            "predictions": np.concatenate(preds).tolist()}
+    counts = torch.zeros(3, 3, dtype=torch.float64)  # per class: |P & G|, |P|, |G|
+    for glob in np.array_split(data.val, max(1, len(data.val) // max(batch, mesh.data))):
+        x, y = data.batch(glob, shard_batch(len(glob), mesh.data, mesh.data_index), None)
+        out = sm(x.to(mesh.device)).cpu()
+        if data.kind == "regression":
+            err.append((out.numpy() - y.numpy()) ** 2)
+            preds.append(out.numpy())
+        else:
+            pred = out.argmax(dim=1)
+            for c in range(3):
+                p, g = pred == c, y == c
+                counts[c] += torch.tensor([float((p & g).sum()), float(p.sum()), float(g.sum())], dtype=torch.float64)
+    if data.kind == "regression":
+        e = np.concatenate(err).mean(axis=0)
+        return {"val_mse": float(e.mean()), "val_mse_per_param": e.tolist(),
+                "predictions": np.concatenate(preds).tolist()}
+    dist.all_reduce(counts)
+    dice = [1.0 if c[1] + c[2] == 0 else float(2 * c[0] / (c[1] + c[2])) for c in counts]
+    return {"val_dice_per_class": dice, "val_dice_mean": float(np.mean(dice)),
+            "val_dice_foreground": float(np.mean(dice[1:]))}

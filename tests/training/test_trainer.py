@@ -76,3 +76,17 @@ def test_a_mesh_without_torchrun_is_a_usage_error():
 def test_bad_spatial_grid_is_a_one_line_error():
     r = CliRunner().invoke(cli, ["train", "cosmoflow", "--spatial", "2xa"])
     assert r.exit_code == 2 and "expected AxBxC" in r.output
+
+
+@pytest.mark.dist
+def test_torchrun_trains_the_unet_sharded(tmp_path):
+    out = tmp_path / "unet"
+    r = _torchrun(["train", "unet3d", "--spatial", "2x1x1", "--size", "16", "--width", "0.0625", "--n-samples", "8",
+                   "--batch-size", "2", "--epochs", "1", "-o", str(out)], 2)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["task"] == "segmentation" and m["mesh"]["world"] == 2
+    assert 0.0 <= m["metric"] <= 1.0 and len(m["val"][0]["val_dice_per_class"]) == 3
+    from tessera.compiler.frontend import compile_ir
+
+    assert compile_ir(out / "model.onnx").nodes  # the export goes into the compiler
