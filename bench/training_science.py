@@ -85,6 +85,7 @@ def _plot(rows, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.set_yscale("log")  # early epochs swing by an order of magnitude
     for r in rows:
         style = "-" if r["setting"] == "64^3" else "--"
         ax.plot(np.arange(1, len(r["val_curve"]) + 1), r["val_curve"], style, marker="o", ms=3,
@@ -93,8 +94,7 @@ def _plot(rows, path: Path) -> None:
         ax.axhline(rows[0]["baseline"], color="grey", ls=":", label="train-mean predictor")
     ax.set(xlabel="epoch", ylabel="validation MSE (per sample)", title="CosmoFlow: whole 64^3 volumes vs 32^3 crops")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
