@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from ..models.cnn3d import build_cnn3d, count_params
 from ..models.train import _atomic_path, _save_json, _save_npy, _versions
 from ..models.train3d import DEFAULTS, _plot, _progress, export_cnn3d, load_folded
+from ..models.data.cosmology import TARGET_KEY
 from .data import ShardReader
 from .mesh import Mesh, MeshError, SpatialGrid, init_mesh
 from .spatial import SpatialModel, shard_batch
@@ -415,7 +416,7 @@ def _manifest(folder) -> dict:
     return dict(json.loads((Path(folder) / "manifest.json").read_text())["config"])
 
 
-def write_crops(src: Path, dst: Path, crop: int, progress: bool = False) -> Path:
+def write_crops(src: Path, dst: Path, crop: int) -> Path:
     """Cut every ``S^3`` sample of ``src`` into its ``(S / crop)^3`` non-overlapping
     ``crop^3`` sub-volumes (read as hyperslabs), written to ``dst`` in the same layout with
     ``samples_per_cosmology = (S / crop)^3`` (so the validation split keeps a universe's crops
@@ -447,7 +448,8 @@ def write_crops(src: Path, dst: Path, crop: int, progress: bool = False) -> Path
     return dst
 
 
-def read_sample_target_path(path: Path, key: str = "unitPar") -> np.ndarray:
+def read_sample_target_path(path: Path, key: str = TARGET_KEY) -> np.ndarray:
+    """The targets of one sample file."""
     import h5py
 
     with h5py.File(path, "r") as f:
