@@ -238,3 +238,43 @@ def random_convlstm(rng, c_in: int, hidden: int, k: int = 3, kind: str = "ternar
     enc = cell(True, out_frac, 7)
     fc = cell(False, out_frac, 6) if forecaster_steps else None
     return convlstm.Attrs(enc, fc, forecaster_steps)
+
+
+# -- 3D CNNs at partition sizes ---------------------------------------------------------
+
+_GRAPHS: dict = {}
+
+
+def _cnn3d_export(tmp_path_factory, name: str, size: int):
+    """A Brevitas model (width 1/16, BatchNorm statistics warmed, folded) exported at
+    ``size``^3 and compiled to the typed IR; one per test session."""
+    import warnings
+
+    key = (name, size)
+    if key not in _GRAPHS:
+        import torch
+
+        from tessera.compiler.frontend import compile_ir
+        from tessera.models.cnn3d import build_cnn3d, fold_batchnorm
+        from tessera.models.train3d import export_cnn3d
+
+        cin, nout = (4, 4) if name.startswith("cosmoflow") else (1, 3)
+        torch.manual_seed(0)
+        m = build_cnn3d(name, width=1 / 16, input_size=size, in_channels=cin, n_out=nout)
+        x = torch.rand(2, cin, size, size, size, generator=torch.Generator().manual_seed(0))
+        m.train()
+        with torch.no_grad():
+            m(x)
+        m = fold_batchnorm(m.eval())
+        path = tmp_path_factory.mktemp("cnn3d") / f"{name}{size}.onnx"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            export_cnn3d(m, x[:1], path)
+        _GRAPHS[key] = compile_ir(path), path
+    return _GRAPHS[key]
+
+
+@pytest.fixture(scope="session")
+def cnn3d_export(tmp_path_factory):
+    """``(name, size) -> (typed graph, model.onnx)``: a reduced-width 3D CNN exported at size^3."""
+    return lambda name, size: _cnn3d_export(tmp_path_factory, name, size)

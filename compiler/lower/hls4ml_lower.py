@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
+from ..ir.types import FixedType
 from ..ops import OPS
 
 PARTS = {
@@ -65,6 +66,22 @@ def hls_shape(shape: tuple[int, ...], layout: str = "channels") -> list[int]:
         f"tensors of shape {shape} are not supported (expected (C,H,W), (C,D,H,W), (T,F) or (N,))")
 
 
+#: Ops whose result type holds every reachable value (inferred from the input ranges and
+#: weights): their codes never saturate or round, so the type may be held wider (not
+#: Flatten: hls4ml folds a reshape into its input's type).
+RANGE_EXACT_OPS = frozenset({"dense", "conv", "convtranspose", "relu", "leakyrelu", "maxpool", "upsample", "crop",
+                             "concat", "add"})
+
+
+def held_type(t: FixedType) -> FixedType:
+    """The type a range-exact value is held in: ``t`` with at least one integer bit (same
+    fractional bits, so the same codes).  Xilinx's ap_fixed conversion from a type whose
+    MSB lies below the destination's rounding bit (e.g. ap_fixed<18,-8> into
+    ap_fixed<8,2> with rounding) reads a bit beyond the source's MSB and aborts the
+    C-simulation (an assertion in ap_private::get_bit)."""
+    return t if t.int_bits >= 1 else FixedType(t.width + 1 - t.int_bits, t.frac, t.signed)
+
+
 class HlsLowering:
     def __init__(self, graph: Graph, opts: HlsOptions):
         self.graph, self.opts = graph, opts
@@ -77,6 +94,9 @@ class HlsLowering:
         return self.perm[value]
 
     def add_layer(self, node: Node, layer: dict, precision: dict, layout: str = "same") -> None:
+        out_t = self.graph.values[node.output].ftype
+        if node.op in RANGE_EXACT_OPS and precision.get("result") == out_t.hls():
+            precision = dict(precision, result=held_type(out_t).hls())
         name = f"l{len(self.layers)}_{node.op}"
         layer = dict(layer, name=name, inputs=[self.layer_of[v] for v in node.inputs])
         out = self.graph.values[node.output]
@@ -103,7 +123,7 @@ class HlsLowering:
         tin = self.graph.values[self.graph.input]
         layout = self.input_layout()
         self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": hls_shape(tin.shape, layout)})
-        self.precisions["x_in"] = {"Precision": {"result": tin.ftype.hls()}}
+        self.precisions["x_in"] = {"Precision": {"result": held_type(tin.ftype).hls()}}
         self.layer_of[self.graph.input] = "x_in"
         if layout == "sequence" and len(tin.shape) == 4:
             self.perm[self.graph.input] = sequence_perm(tin.shape)

@@ -233,7 +233,9 @@ def run_exchange(graph: Graph, value: str, grid: tuple[int, ...], x: np.ndarray,
         held[n.output] = {}
         for (idx, _, _), (received, rbytes, nbytes), y in zip(items, moved, outs):
             if stats is not None:
-                st = stats.setdefault(idx, {"macs": 0, "halo_voxels": 0, "peak_bytes": 0})
+                st = stats.setdefault(idx, {})
+                for k in ("macs", "halo_voxels", "peak_bytes"):
+                    st.setdefault(k, 0)
                 st["halo_voxels"] += received
                 st["halo_bytes"] = st.get("halo_bytes", 0) + rbytes
                 st["peak_bytes"] = max(st["peak_bytes"], nbytes + int(np.prod(y.shape[1:])) * type_bytes(graph.values[n.output]))

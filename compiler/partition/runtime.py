@@ -55,8 +55,7 @@ def default_workers() -> int:
 _KERNELS: dict = {}
 
 
-def run_task(args) -> np.ndarray:
-    what, x = args
+def _run(what, x) -> np.ndarray:
     if isinstance(what, Graph):
         return run_ir(what, x)
     from ..sim.csim import CSim
@@ -64,6 +63,22 @@ def run_task(args) -> np.ndarray:
     if what not in _KERNELS:
         _KERNELS[what] = CSim(what)
     return _KERNELS[what].run_codes(x)
+
+
+def run_task(args) -> tuple[np.ndarray, int]:
+    """One block / layer / tail run: (output codes, peak bytes its arrays took while it ran
+    (tracemalloc: numpy's allocations included), or 0 when not traced)."""
+    what, x, trace = args
+    if not trace:
+        return _run(what, x), 0
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        y = _run(what, x)
+        return y, tracemalloc.get_traced_memory()[1] + x.nbytes
+    finally:
+        tracemalloc.stop()
 
 
 @dataclass
@@ -124,14 +139,20 @@ class Partition:
         tail = self.tail()
         if tail is None:
             return seg
-        return run_task((tail if kernel_for is None else kernel_for(tail), seg))
+        return run_task((tail if kernel_for is None else kernel_for(tail), seg, False))[0]
 
-    def _map(self, tasks, workers, progress):
-        """Results of ``tasks`` [(key, graph, x_region)] in order."""
-        payload = [(g if self._kernel_for is None else self._kernel_for(g), xr) for _, g, xr in tasks]
+    def _map(self, tasks, workers, progress, stats=None):
+        """Results of ``tasks`` [(key, graph, x_region)] in order; with ``stats``, each
+        task's traced peak bytes is kept as the largest of its block's ``peak_bytes_traced``."""
+        trace = stats is not None
+        payload = [(g if self._kernel_for is None else self._kernel_for(g), xr, trace) for _, g, xr in tasks]
         out = []
-        for y in (map(run_task, payload) if self._pool is None else self._pool.map(run_task, payload)):
+        results = map(run_task, payload) if self._pool is None else self._pool.map(run_task, payload)
+        for (key, _, _), (y, peak) in zip(tasks, results):
             out.append(y)
+            if trace:
+                st = stats.setdefault(key if self.mode == "overlap" else key[1], {})
+                st["peak_bytes_traced"] = max(st.get("peak_bytes_traced", 0), peak)
             if progress:
                 progress(1)
         return out
@@ -162,7 +183,8 @@ class Partition:
                 inter = int(np.prod([max(0, min(b, d) - max(a, c)) for (a, b), (c, d) in zip(region, own[idx])]))
                 voxels = int(np.prod(xr.shape[2:]))
                 stats[idx] = {"input_voxels": voxels, "halo_voxels": voxels - inter}
-        outs = self._map(tasks, workers, progress)
+        # (each block's traced peak memory is added by _map)
+        outs = self._map(tasks, workers, progress, stats)
         seg = np.zeros((len(x), *self.graph.values[self.cut].shape), dtype=np.int64)
         for (_, block), y in zip(self.blocks(), outs):
             seg[_sl(block)] = y
@@ -186,7 +208,7 @@ class Partition:
                 xr, have = local[node.inputs[0]]
                 assert have == region
                 tasks.append(((node.name, idx), g, xr))
-            return self._map(tasks, workers, progress)
+            return self._map(tasks, workers, progress, stats)
 
         return run_exchange(self.graph, self.cut, self.grid, x, stats=stats, layer_fn=layer_fn)
 

@@ -193,3 +193,17 @@ def test_requant_then_flatten_stream_csim(make_graph, make_type, rng, tmp_path):
                    ("flatten", flatten.Attrs()),
                    ("dense", dense.Attrs(rng.integers(-9, 9, size=(24, 4)), FixedType(5, 2, True), None, None)))
     csim_exact(g, tmp_path, "io_stream", n=60)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_rounding_requant_of_a_value_below_its_lsb_csim(make_graph, make_type, rng, tmp_path, io_type):
+    """A dense output whose every code lies below half an LSB of the next quantizer
+    (ap_fixed<18,-8> into ap_fixed<8,2> with rounding, from a reduced-width CosmoFlow head):
+    Xilinx's ap_fixed conversion reads a bit beyond the source's MSB and aborts the
+    C-simulation, so exact-range results are held with at least one integer bit."""
+    g = make_graph(make_type(8, 7, True, (6,)),
+                   ("dense", dense.Attrs(rng.integers(-3, 3, size=(6, 3), endpoint=True), FixedType(8, 12, True), None, None)),
+                   ("requant", quant.Attrs(FixedType(8, 6, True), False, "ROUND")),
+                   ("requant", quant.Attrs(FixedType(6, 14, True), False, "HALF_UP")))
+    assert g.values[g.nodes[0].output].ftype.int_bits < 0
+    csim_exact(g, tmp_path, io_type, n=60)

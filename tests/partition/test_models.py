@@ -5,8 +5,6 @@ for bit; the planner's counts == the executed schedule's."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -14,36 +12,6 @@ from tessera.compiler.partition.runtime import Partition
 from tessera.compiler.reference.emit import OrtReference, emit_reference
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
-
-_GRAPHS: dict = {}
-
-
-def cnn3d_graph(tmp_path_factory, name: str, size: int):
-    """A Brevitas model (width 1/16, BatchNorm statistics warmed, folded) exported at
-    ``size``^3 and compiled to the typed IR; one per test session."""
-    key = (name, size)
-    if key not in _GRAPHS:
-        import torch
-
-        from tessera.compiler.frontend import compile_ir
-        from tessera.models.cnn3d import build_cnn3d, fold_batchnorm
-        from tessera.models.train3d import export_cnn3d
-
-        cin, nout = (4, 4) if name.startswith("cosmoflow") else (1, 3)
-        torch.manual_seed(0)
-        m = build_cnn3d(name, width=1 / 16, input_size=size, in_channels=cin, n_out=nout)
-        x = torch.rand(2, cin, size, size, size, generator=torch.Generator().manual_seed(0))
-        m.train()
-        with torch.no_grad():
-            m(x)
-        m = fold_batchnorm(m.eval())
-        path = tmp_path_factory.mktemp("cnn3d") / f"{name}{size}.onnx"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            export_cnn3d(m, x[:1], path)
-        _GRAPHS[key] = compile_ir(path), path
-    return _GRAPHS[key]
-
 
 CASES = [(name, 64, grid, mode) for name in ("cosmoflow", "unet3d")
          for grid in ((1, 1, 1), (2, 1, 1), (2, 2, 2), (4, 2, 1)) for mode in ("overlap", "exchange")]
@@ -54,8 +22,8 @@ CASES += [("cosmoflow", 50, (3, 2, 1), "overlap"), ("cosmoflow", 50, (3, 2, 1), 
 
 
 @pytest.mark.parametrize("name,size,grid,mode", CASES)
-def test_partitioned_model_is_bit_exact(tmp_path_factory, name, size, grid, mode):
-    g, _ = cnn3d_graph(tmp_path_factory, name, size)
+def test_partitioned_model_is_bit_exact(cnn3d_export, name, size, grid, mode):
+    g, _ = cnn3d_export(name, size)
     n = 2 if name.startswith("cosmoflow") else 1
     x = sample_codes(g.values[g.input], n, seed=11)
     want = run_ir(g, x)
@@ -75,9 +43,9 @@ def test_partitioned_model_is_bit_exact(tmp_path_factory, name, size, grid, mode
     assert all(k <= e for k, e in zip(grid, extent))
 
 
-def test_unet_grid_that_breaks_upsampling_alignment_names_the_layer(tmp_path_factory):
+def test_unet_grid_that_breaks_upsampling_alignment_names_the_layer(cnn3d_export):
     from tessera.compiler.errors import UnsupportedModelError
 
-    g, _ = cnn3d_graph(tmp_path_factory, "unet3d", 40)
+    g, _ = cnn3d_export("unet3d", 40)
     with pytest.raises(UnsupportedModelError, match=r"grid 3x1x1 breaks the alignment of layer '/up\.\d/ConvTranspose'"):
         Partition.plan(g, (3, 1, 1), "exchange")
