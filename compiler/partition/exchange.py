@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from .execute import SCATTER_OPS, WINDOW_OPS, _run_node, type_bytes
-from .plan import _node_cost
+from .plan import PlanTotals, _node_cost
 from .regions import Span, input_span
 
 Boundaries = tuple[tuple[int, ...], ...]  # per dim: 0 = b0 < b1 < ... < bk = extent
@@ -116,7 +116,7 @@ class ExchangeBlock:
 
 
 @dataclass
-class ExchangePlan:
+class ExchangePlan(PlanTotals):
     value: str
     grid: tuple[int, ...]
     blocks: list[ExchangeBlock] = field(default_factory=list)
@@ -125,14 +125,6 @@ class ExchangePlan:
     @property
     def halo_bytes(self) -> int:
         return sum(b.halo_bytes for b in self.blocks)
-
-    @property
-    def redundant_fraction(self) -> float:
-        return sum(b.macs for b in self.blocks) / self.full_macs - 1.0 if self.full_macs else 0.0
-
-    @property
-    def max_block_bytes(self) -> int:
-        return max(b.peak_bytes for b in self.blocks)
 
 
 def _segment_nodes(graph: Graph, value: str, own: dict) -> list:

@@ -35,13 +35,8 @@ class BlockPlan:
     peak_bytes: int
 
 
-@dataclass
-class Plan:
-    value: str  # the partitioned segment's output
-    grid: tuple[int, ...]
-    blocks: list[BlockPlan] = field(default_factory=list)
-    full_macs: int = 0
-    halo_bytes: int = 0
+class PlanTotals:
+    """What both modes' plans report from their blocks (``macs``, ``peak_bytes`` each)."""
 
     @property
     def redundant_fraction(self) -> float:
@@ -50,6 +45,15 @@ class Plan:
     @property
     def max_block_bytes(self) -> int:
         return max(b.peak_bytes for b in self.blocks)
+
+
+@dataclass
+class Plan(PlanTotals):
+    value: str  # the partitioned segment's output
+    grid: tuple[int, ...]
+    blocks: list[BlockPlan] = field(default_factory=list)
+    full_macs: int = 0
+    halo_bytes: int = 0
 
 
 def segment_output(graph: Graph) -> str:
