@@ -59,10 +59,11 @@ def memory(rows) -> list[str]:
     return out + ["", "![memory](training_memory.png)", ""]
 
 
-def science(d) -> list[str]:
-    out = ["## 4. Whole 64^3 volumes vs 32^3 crops", "",
+def science(d, name) -> list[str]:
+    extra = "" if name == "training_science" else f" --name {name}"
+    out = [f"### {d['epochs']} epochs", "",
            f"`python bench/training_science.py --seeds {' '.join(str(s) for s in sorted({r['seed'] for r in d['runs']}))} "
-           f"--epochs {d['epochs']}` -- {d['n_universes']} synthetic universes (data seed {d['data_seed']}), "
+           f"--epochs {d['epochs']}{extra}` -- {d['n_universes']} synthetic universes (data seed {d['data_seed']}), "
            f"CosmoFlow width {d['width']}, lr {d['lr']}, {d['epochs']} epochs, permutation + flip augmentation.  "
            "64^3: whole volumes split over 2 ranks (1 x 2x1x1), batch 8; crops: the 8 octants of every universe, "
            "2 data-parallel ranks, batch 64 (same voxels per step, same steps per epoch).  Validation: the same "
@@ -87,7 +88,7 @@ def science(d) -> list[str]:
                 f"{u.mean():.4f} +- {u.std(ddof=1) if len(u) > 1 else 0:.4f} (mean +- sample std).  The 64^3 model is "
                 f"lower than the per-crop error in {int((f < c).sum())} of {len(seeds)} seeds and lower than the "
                 f"universe-averaged crop predictions in {int((f < u).sum())} of {len(seeds)}."]
-    return out + ["", "![science](training_science.png)", ""]
+    return out + ["", f"![science]({name}.png)", ""]
 
 
 def gpu(d, label) -> list[str]:
@@ -113,8 +114,11 @@ def main() -> int:
               "each rank's bytes read inside the volume dataset equal its hyperslab exactly (any grid, odd sizes, "
               "a halo-widened block, augmented blocks that wrap); in a 2 x 2x1x1 torchrun training every rank read "
               "6 x its 13,824-byte block and nothing else of the volumes.", ""]
-    if (sci := _load("training_science.json")) is not None:
-        lines += science(sci)
+    sci = [(p.stem, json.loads(p.read_text())) for p in sorted(RES.glob("training_science*.json"))]
+    if sci:
+        lines += ["## 4. Whole 64^3 volumes vs 32^3 crops", ""]
+        for name, d in sci:
+            lines += science(d, name)
     if (g := _load("gpu_check.json")) is not None:
         lines += gpu(g, "CUDA / NCCL")
     if (g := _load("gpu_check_cpu.json")) is not None:

@@ -16,7 +16,7 @@ flips; no periodic shifts, which crops do not have), for each seed.  The crop mo
 scored per crop and, fairer to it, on the mean of its 8 crop predictions per universe.
 
 Runs ``torchrun`` (gloo, CPU) for every (setting, seed) and writes
-``docs/results/training_science.json`` and ``.png``.
+``docs/results/training_science.json`` and ``.png`` (``--name`` for another pair).
 
     python bench/training_science.py --seeds 0 1 --epochs 6 [--width 0.25]
 """
@@ -116,6 +116,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-seed", type=int, default=7)
     p.add_argument("--runs", type=Path, default=None, help="run folders (default: the data cache)")
     p.add_argument("--results", type=Path, default=ROOT / "docs" / "results")
+    p.add_argument("--name", default="training_science", help="result files NAME.json / NAME.png")
     a = p.parse_args(argv)
     if a.worker:
         return _worker(a)
@@ -143,8 +144,8 @@ def main(argv=None) -> int:
     out = {"epochs": a.epochs, "width": a.width, "lr": a.lr, "n_universes": a.n_samples, "data_seed": a.data_seed,
            "runs": rows}
     a.results.mkdir(parents=True, exist_ok=True)
-    (a.results / "training_science.json").write_text(json.dumps(out, indent=1) + "\n")
-    _plot(rows, a.results / "training_science.png")
+    (a.results / f"{a.name}.json").write_text(json.dumps(out, indent=1) + "\n")
+    _plot(rows, a.results / f"{a.name}.png")
     return 0
 
 
