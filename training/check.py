@@ -83,6 +83,7 @@ class EquivalenceSpec:
     optimizer: str = "adam"
     warm_steps: int = 0
     dtype: str = "float32"
+    bn_stats: str = "global"
 
     @property
     def world(self) -> int:
@@ -153,7 +154,7 @@ def _worker(rank: int, spec: EquivalenceSpec, port: int, folder: str) -> None:
         init = torch.load(Path(folder) / "init.pt", weights_only=False)
         net, _ = _build(spec)
         _load_fresh(net, init["state"])
-        sm = SpatialModel(net, mesh, spec.extent)
+        sm = SpatialModel(net, mesh, spec.extent, bn_stats=spec.bn_stats)
         x, y = init["x"], init["y"]
         bs = shard_batch(len(x), mesh.data, mesh.data_index)
         blk = sm.input_block()

@@ -61,6 +61,13 @@ def test_unet_step_equals_single_process():
     _check(r, 1)
 
 
+def test_replica_batchnorm_over_the_spatial_group():
+    """bn_stats='replica' reduces over the sample's spatial group: with one replica that is
+    single-process BatchNorm again."""
+    r = run_equivalence(EquivalenceSpec("layers", (12, 10, 9), grid=G(1, 2, 2), steps=1, bn_stats="replica"))
+    _check(r, 1)
+
+
 def test_check_detects_a_wrong_halo(monkeypatch):
     """The comparison can fail: a halo exchange that drops the neighbours' rows."""
     import tessera.training.halo as halo
