@@ -50,9 +50,14 @@ def _worker(a) -> int:
 def _launch(out: Path, data_dir: Path, data: int, spatial: str, batch: int, a, seed: int) -> dict:
     if (out / "metrics.json").is_file():
         return json.loads((out / "metrics.json").read_text())
+    import socket
+
     world = data * int(np.prod([int(v) for v in spatial.split("x")]))
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-port",
-           str(29000 + seed * 10 + data), str(Path(__file__).resolve()), "--worker", "--out", str(out),
+           str(port), str(Path(__file__).resolve()), "--worker", "--out", str(out),
            "--data-dir", str(data_dir), "--data", str(data), "--spatial", spatial, "--batch", str(batch),
            "--epochs", str(a.epochs), "--width", str(a.width), "--lr", str(a.lr), "--seed", str(seed)]
     t = time.perf_counter()

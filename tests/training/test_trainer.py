@@ -27,10 +27,15 @@ def _folder(tmp_path, n=12, size=12):
 
 
 def _torchrun(args, nproc):
+    import socket
+
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("WORLD_SIZE", None)
+    with socket.socket() as s:  # other test runs may share the machine: no fixed port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-                           "--master-port", "29731", "-m", "tessera.training", *args],
+                           "--master-port", str(port), "-m", "tessera.training", *args],
                           capture_output=True, text=True, env=env, timeout=600)
 
 
