@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .errors import TesseraError
+from .estimate.cli import auto_reuse, parse_reuse
 
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -71,7 +72,8 @@ def main(debug: bool) -> None:
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(path_type=Path), help="Project folder to create.")
 @click.option("--io-type", type=click.Choice(["parallel", "stream"]), default="parallel", show_default=True)
-@click.option("--reuse", type=int, default=1, show_default=True, help="hls4ml reuse factor.")
+@click.option("--reuse", default="1", show_default=True, callback=parse_reuse,
+              help="hls4ml reuse factor, or 'auto': per-layer factors from the estimator's chooser for --part.")
 @click.option("--part", default="xcu250", show_default=True, help="FPGA part (xcu250, vu9p, zu9eg or a full part name).")
 @click.option("--clock", "clock_period", type=float, default=5.0, show_default=True, help="Clock period in ns.")
 @click.option("--project-name", default="tessera_model", show_default=True)
@@ -92,9 +94,12 @@ def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name
     from .lower.hls4ml_lower import HlsOptions
 
     t0 = time.perf_counter()
-    opts = HlsOptions(io_type=f"io_{io_type}", reuse=reuse, part=part, clock_period=clock_period, project_name=project_name)
+    opts = HlsOptions(io_type=f"io_{io_type}", reuse=1 if reuse == "auto" else reuse, part=part, clock_period=clock_period,
+                      project_name=project_name)
     with console.status("reading and typing the model"):
         graph = compile_ir(model)
+    if reuse == "auto":
+        opts = auto_reuse(graph, opts)
     if grid_text is None and onchip_budget is None:
         with console.status(f"writing the HLS project ({opts.io_type}) with hls4ml"):
             prj = write_project(graph, model, out_dir, opts, tb_samples=tb_samples, force=force)
