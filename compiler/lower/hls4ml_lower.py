@@ -87,6 +87,7 @@ class HlsLowering:
         self.graph, self.opts = graph, opts
         self.layers: list[dict] = []
         self.precisions: dict[str, dict] = {}
+        self.held: dict[str, str] = {}  # value -> the hls4ml precision it is held in
         self.layer_of: dict[str, str] = {}
         self.perm: dict[str, np.ndarray] = {}
 
@@ -97,6 +98,10 @@ class HlsLowering:
         out_t = self.graph.values[node.output].ftype
         if node.op in RANGE_EXACT_OPS and precision.get("result") == out_t.hls():
             precision = dict(precision, result=held_type(out_t).hls())
+        elif node.op == "flatten" and precision.get("result") == out_t.hls():
+            # hls4ml folds a reshape into its input's type: keep the type the input is held in
+            precision = dict(precision, result=self.held.get(node.inputs[0], out_t.hls()))
+        self.held[node.output] = precision.get("result")
         name = f"l{len(self.layers)}_{node.op}"
         layer = dict(layer, name=name, inputs=[self.layer_of[v] for v in node.inputs])
         out = self.graph.values[node.output]
@@ -124,6 +129,7 @@ class HlsLowering:
         layout = self.input_layout()
         self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": hls_shape(tin.shape, layout)})
         self.precisions["x_in"] = {"Precision": {"result": held_type(tin.ftype).hls()}}
+        self.held[self.graph.input] = held_type(tin.ftype).hls()
         self.layer_of[self.graph.input] = "x_in"
         if layout == "sequence" and len(tin.shape) == 4:
             self.perm[self.graph.input] = sequence_perm(tin.shape)

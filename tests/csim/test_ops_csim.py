@@ -207,3 +207,17 @@ def test_rounding_requant_of_a_value_below_its_lsb_csim(make_graph, make_type, r
                    ("requant", quant.Attrs(FixedType(6, 14, True), False, "HALF_UP")))
     assert g.values[g.nodes[0].output].ftype.int_bits < 0
     csim_exact(g, tmp_path, io_type, n=60)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_flatten_of_a_held_wider_value_csim(make_graph, make_type, rng, tmp_path, io_type):
+    """A max pool of a value with no integer bit (ufixed<8,-1>) is held with one; the
+    Flatten after it (which hls4ml folds into its input's type in io_stream) follows."""
+    from tessera.compiler.ops import flatten
+
+    g = make_graph(make_type(8, 9, False, (2, 4, 4, 2)),
+                   ("maxpool", maxpool.Attrs((2, 2, 2), (2, 2, 2))),
+                   ("flatten", flatten.Attrs()),
+                   ("dense", dense.Attrs(rng.integers(-9, 9, size=(8, 3)), FixedType(5, 2, True), None, None)))
+    assert g.values[g.nodes[0].output].ftype.int_bits < 1
+    csim_exact(g, tmp_path, io_type, n=60)
