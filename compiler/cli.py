@@ -79,8 +79,8 @@ def main(debug: bool) -> None:
 @click.option("--project-name", default="tessera_model", show_default=True)
 @click.option("--tb-samples", type=int, default=64, show_default=True, help="Reference samples written for the testbench.")
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
-@click.option("--partition", "grid_text", help="3D CNNs: run the volume as AxBxC blocks (e.g. 2x2x1), or 'auto' "
-              "(the fewest blocks that fit --onchip-budget).")
+@click.option("--partition", "grid_text", help="3D CNNs: run the volume as AxBxC blocks (e.g. 2x2x1), or 'auto': "
+              "the fewest blocks that fit --onchip-budget, or without a budget the performance model's grid for --part.")
 @click.option("--onchip-budget", help="Bytes one block's working set may use on chip (e.g. 4MiB, 512KiB); implies "
               "--partition auto.")
 @click.option("--partition-mode", type=click.Choice(["overlap", "exchange"]), default="overlap", show_default=True,
@@ -100,6 +100,21 @@ def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name
         graph = compile_ir(model)
     if reuse == "auto":
         opts = auto_reuse(graph, opts)
+    if grid_text == "auto" and onchip_budget is None:
+        # the performance model's chooser: the block grid (if any) that fits --part
+        import numpy as np
+
+        from .estimate.chooser import choose_design
+        from .estimate.parts import get_part
+
+        with console.status(f"choosing a block grid for {part} (estimates)"):
+            design = choose_design(graph, get_part(part), opts.io_type, partition="auto")
+        if design.grid is None or int(np.prod(design.grid)) == 1:
+            out.print(f"the unpartitioned design fits {part} (estimate): compiling without blocks")
+            grid_text = None
+        else:
+            grid_text = "x".join(map(str, design.grid))
+            out.print(f"estimate: {grid_text} blocks fit {part}")
     if grid_text is None and onchip_budget is None:
         with console.status(f"writing the HLS project ({opts.io_type}) with hls4ml"):
             prj = write_project(graph, model, out_dir, opts, tb_samples=tb_samples, force=force)
@@ -130,8 +145,6 @@ def _compile_partitioned(graph, model, out_dir, opts, grid_text, onchip_budget, 
 
     with console.status("planning the partition"):
         if grid_text in (None, "auto"):
-            if onchip_budget is None:
-                raise click.UsageError("--partition auto needs --onchip-budget")
             grid = grid_for_budget(graph, parse_bytes(onchip_budget), mode).grid
         else:
             grid = parse_grid(grid_text)

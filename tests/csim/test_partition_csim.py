@@ -57,6 +57,16 @@ def test_partitioned_project_verifies(tmp_path, conv3d_model, mode, grid, io_typ
     assert rep["testbench"].startswith("passed: tessera-host: 4 samples") and rep["testbench"].endswith(" 0 mismatches")
 
 
+def test_partition_auto_without_budget_asks_the_performance_model(tmp_path, conv3d_model):
+    """`--partition auto` without --onchip-budget: the estimator's chooser decides; this small
+    model fits the U250 whole, so the project is not partitioned."""
+    _, path = conv3d_model
+    r = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "p"), "--partition", "auto"])
+    assert r.exit_code == 0, r.output
+    assert "fits xcu250 (estimate): compiling without blocks" in r.output
+    assert "partition" not in json.loads((tmp_path / "p" / "tessera.json").read_text())
+
+
 def test_partition_errors_are_one_line(tmp_path, conv3d_model):
     _, path = conv3d_model
     runner = CliRunner()
