@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UnsupportedModelError
+from ..ir.types import MAX_ELEMENTS
 
 MIN_OPSET = 11
 
@@ -34,6 +36,17 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid model"
         raise ModelLoadError(f"{p} fails ONNX validation: {first}") from None
     opset = {o.domain: o.version for o in model.opset_import}
-    if opset.get("", opset.get("ai.onnx", MIN_OPSET)) < MIN_OPSET:
-        raise UnsupportedModelError(f"{p}: ONNX opset {opset.get('')} is older than the supported minimum {MIN_OPSET}")
+    version = opset.get("", opset.get("ai.onnx", MIN_OPSET))
+    if version < MIN_OPSET:
+        raise UnsupportedModelError(f"{p}: ONNX opset {version} is older than the supported minimum {MIN_OPSET}")
+    newest = onnx.defs.onnx_opset_version()
+    if version > newest:
+        raise UnsupportedModelError(f"{p}: ONNX opset {version} is newer than the newest this onnx {onnx.__version__} "
+                                    f"knows ({newest}): its ops' semantics cannot be checked")
+    inits = {i.name for i in graph.initializer}
+    for vi in graph.input:
+        dims = [d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim[1:]]
+        if vi.name not in inits and math.prod(dims) > MAX_ELEMENTS:
+            raise UnsupportedModelError(f"input '{vi.name}' has {math.prod(dims):,} elements per sample (shape {dims}), "
+                                        f"more than the {MAX_ELEMENTS:,} a design can index")
     return model

@@ -9,6 +9,7 @@ refused with the op type and node name.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from onnx import numpy_helper
 
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
-from ..ir.types import MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
+from ..ir.types import MAX_ELEMENTS, MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
 from ..ops import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, transpose, upsample
 from .recurrent import RECURRENT_OPS, import_convlstm, import_gru, import_lstm
 
@@ -84,6 +85,15 @@ def clean(model: onnx.ModelProto) -> onnx.ModelProto:
     return cleaned
 
 
+def _finite(values: np.ndarray, node: onnx.NodeProto, name: str) -> None:
+    """Refuse a constant with NaN or Inf: a Quant would silently saturate it to a code."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): constant '{name}' holds {int(bad.sum())} "
+                                    f"NaN/Inf value(s), first {values[where]} at index {where}")
+
+
 def weight_codes(values: np.ndarray, what: str) -> tuple[np.ndarray, FixedType]:
     try:
         codes, frac = dyadic_codes(values)
@@ -117,6 +127,9 @@ class _Importer:
         dims = [d.dim_value if d.HasField("dim_value") else None for d in self.onnx_input.type.tensor_type.shape.dim]
         if not dims or any(d is None or d <= 0 for d in dims[1:]):
             raise UnsupportedModelError(f"input '{self.onnx_input.name}' needs a static shape, got {dims}")
+        if math.prod(dims[1:]) > MAX_ELEMENTS:
+            raise UnsupportedModelError(f"input '{self.onnx_input.name}' has {math.prod(dims[1:]):,} elements per sample "
+                                        f"(shape {dims[1:]}), more than the {MAX_ELEMENTS:,} a design can index")
         self.input_shape = tuple(int(d) for d in dims[1:])
         self.graph = Graph(input="", output="", onnx_input=self.onnx_input.name, onnx_output=g.output[0].name)
         self.pending_input = self.onnx_input.name
@@ -180,6 +193,7 @@ class _Importer:
         src = node.input[0]
         x = self.env.get(src)
         if isinstance(x, _Const):
+            _finite(x.value, node, src)
             s = np.ldexp(np.ones_like(scale, dtype=np.float64), exp)
             v = x.value / s
             if bits == 1 and signed:  # QONNX: 1-bit signed Quant is bipolar
@@ -214,6 +228,7 @@ class _Importer:
             raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): scale {scale.ravel()[0]:.9g} is not a power of two")
         if not isinstance(x, _Const):
             raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): bipolar activations are not supported")
+        _finite(x.value, node, node.input[0])
         self.env[node.output[0]] = _Const(np.where(x.value / scale >= 0, 1.0, -1.0) * scale)
 
     def _linear(self, node, x: str, w: np.ndarray, b: np.ndarray | None, op: str, **extra) -> None:

@@ -16,6 +16,9 @@ import numpy as np
 #: and the float64 requantization in the onnxruntime reference are exact below 2**53.
 MAX_WIDTH = 52
 
+#: Most elements one tensor of one sample may hold: HLS array indices are C ``int``.
+MAX_ELEMENTS = 2**31 - 1
+
 
 def bits_for_range(lo: int, hi: int) -> tuple[int, bool]:
     """Smallest (width, signed) two's-complement/unsigned type holding every code in [lo, hi]."""

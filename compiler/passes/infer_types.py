@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..ir.graph import Graph
+from ..ir.types import MAX_ELEMENTS
 
 
 @dataclass(frozen=True)
@@ -25,4 +27,8 @@ class InferTypes:
             except (ValueError, IndexError, TypeError, ArithmeticError) as exc:
                 text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
                 raise UnsupportedModelError(f"node '{node.name}' ({node.op}): inconsistent shapes or values: {text}") from None
+            shape = graph.values[node.output].shape
+            if math.prod(shape) > MAX_ELEMENTS:
+                raise UnsupportedModelError(f"node '{node.name}' ({node.op}): output shape {list(shape)} has "
+                                            f"{math.prod(shape):,} elements, more than the {MAX_ELEMENTS:,} a design can index")
         return PassResult(graph, graph.values != before)
