@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import ctypes
 import shutil
+import signal
 import subprocess
-import threading
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,33 +27,63 @@ def _last_error_line(text: str) -> str:
     return lines[0].strip()[:300]
 
 
-#: Stack of the thread that calls the C-simulation: io_parallel designs keep whole feature
-#: maps in local arrays (a 32^3 U-Net overflowed the 8 MiB main-thread stack).  Virtual
-#: memory only; pages are touched as the design uses them.
-CSIM_STACK_BYTES = 1 << 30
+class _Worker:
+    """A child process holding one loaded C-simulation library (``_csim_worker.py``): a
+    crash in the C++ code (assert, abort, segmentation fault, stack overflow) becomes a
+    :class:`SimulationError` naming the signal and the sample, and the caller lives on."""
 
+    def __init__(self, lib: Path, name: str):
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_csim_worker.py")), str(lib), name],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
 
-def _run_with_stack(fn, *args):
-    """``fn(*args)`` on a thread with a :data:`CSIM_STACK_BYTES` stack; re-raises its error."""
-    result: dict = {}
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
-    def target():
+    def run(self, x: np.ndarray, n_out: int, progress=None) -> np.ndarray:
+        n = len(x)
+        done = 0
         try:
-            result["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
-            result["error"] = exc
+            self.proc.stdin.write(np.array([n, x.shape[1], n_out], dtype=np.int64).tobytes())
+            self.proc.stdin.write(np.ascontiguousarray(x, dtype=np.float64).tobytes())
+            self.proc.stdin.flush()
+            while True:
+                b = self.proc.stdout.read(1)
+                if b == b".":
+                    done += 1
+                    if progress is not None:
+                        progress(1)
+                    continue
+                if b != b"!":
+                    raise EOFError
+                data = self.proc.stdout.read(8 * n * n_out)
+                if len(data) != 8 * n * n_out:
+                    raise EOFError
+                return np.frombuffer(data, dtype=np.float64).reshape(n, n_out).copy()
+        except (EOFError, BrokenPipeError, OSError):
+            raise self._crashed(done) from None
 
-    old = threading.stack_size()
-    threading.stack_size(CSIM_STACK_BYTES)
-    try:
-        t = threading.Thread(target=target, name="tessera-csim")
-        t.start()
-    finally:
-        threading.stack_size(old)
-    t.join()
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")
+    def _crashed(self, sample: int) -> SimulationError:
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace")
+        last = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        detail = f": {last[-1][:300]}" if last else ""
+        return SimulationError(f"the C-simulation crashed ({how}) on sample {sample}{detail}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.stderr.close()
 
 
 class CSim:
@@ -62,7 +93,7 @@ class CSim:
         self.prj = Path(prj).resolve()
         self.manifest = read_manifest(self.prj)
         self.name = self.manifest["options"]["project_name"]
-        self._fn = None
+        self._proc: _Worker | None = None
 
     def library(self) -> Path | None:
         libs = sorted((self.prj / "firmware").glob(f"{self.name}-*.so"))
@@ -72,20 +103,29 @@ class CSim:
         require_gxx()
         lib = self.library()
         if lib is None or rebuild:
+            self.close()  # a running child holds the old library
             res = subprocess.run(["bash", "build_lib.sh"], cwd=self.prj, capture_output=True, text=True)
             lib = self.library()
             if res.returncode != 0 or lib is None:
                 raise SimulationError(f"C-simulation build failed in {self.prj}: {_last_error_line(res.stderr + res.stdout)}")
         return lib
 
-    def _function(self):
-        if self._fn is None:
-            lib = ctypes.cdll.LoadLibrary(str(self.build()))
-            fn = getattr(lib, f"{self.name}_double")
-            fn.restype = None
-            fn.argtypes = [np.ctypeslib.ndpointer(ctypes.c_double, flags="C_CONTIGUOUS")] * 2
-            self._fn = fn
-        return self._fn
+    def _worker(self) -> _Worker:
+        if self._proc is None or not self._proc.alive():
+            self._proc = _Worker(self.build(), self.name)
+        return self._proc
+
+    def close(self) -> None:
+        """Stop the C-simulation's child process (also done when the object is collected)."""
+        if self._proc is not None:
+            self._proc.close()
+            self._proc = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     def run_codes(self, codes: np.ndarray, progress=None) -> np.ndarray:
         """int64 input codes in ONNX layout ``[N, *shape]`` -> int64 output codes, same layout."""
@@ -94,22 +134,10 @@ class CSim:
         codes = np.asarray(codes)
         if codes.shape[1:] != tuple(tin["shape"]):
             raise InputDataError(f"input shape {codes.shape[1:]} does not match the model input {tuple(tin['shape'])}")
-        fn = self._function()
         n = len(codes)
         x = np.ldexp(codes.reshape(n, -1)[:, tin["perm"]].astype(np.float64), -tin["frac"])
         n_out = int(np.prod(tout["shape"]))
-        y = np.zeros((n, n_out), dtype=np.float64)
-
-        def run_all():
-            for i in range(n):
-                xi = np.ascontiguousarray(x[i])
-                yi = np.zeros(n_out, dtype=np.float64)
-                fn(xi, yi)
-                y[i] = yi
-                if progress is not None:
-                    progress(1)
-
-        _run_with_stack(run_all)
+        y = self._worker().run(x, n_out, progress)
         scaled = np.ldexp(y, tout["frac"])
         if not np.all(scaled == np.round(scaled)):
             raise SimulationError("C-simulation produced values off the output type's grid")

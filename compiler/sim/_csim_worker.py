@@ -1,0 +1,66 @@
+"""The child process that runs a compiled C-simulation library (see ``csim.CSim``).
+
+Run as a script (``python _csim_worker.py LIB FUNCTION``), not imported: it needs only
+numpy, so it starts fast, and a crash of the C++ code (an ``assert``, ``abort``, a
+segmentation fault, a stack overflow) ends this process, never the caller's.
+
+Protocol on the pipes (binary, one request at a time): the parent writes three int64
+``n, n_in, n_out`` and the float64 inputs ``[n, n_in]``; the child answers one byte ``.``
+per finished sample, then ``!`` and the float64 outputs ``[n, n_out]``.  The C code's own stdout goes to stderr, which the parent keeps for its
+error message.
+"""
+
+import ctypes
+import os
+import sys
+import threading
+
+import numpy as np
+
+#: io_parallel designs keep whole feature maps in local arrays: a large stack
+STACK_BYTES = 1 << 30
+
+
+def read_exact(f, size: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = f.read(size - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def main() -> int:
+    lib_path, name = sys.argv[1], sys.argv[2]
+    proto = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # printf in the design must not corrupt the protocol
+    requests = os.fdopen(os.dup(0), "rb")
+    fn = getattr(ctypes.cdll.LoadLibrary(lib_path), f"{name}_double")
+    fn.restype = None
+    fn.argtypes = [np.ctypeslib.ndpointer(ctypes.c_double, flags="C_CONTIGUOUS")] * 2
+
+    def serve():
+        while True:
+            try:
+                n, n_in, n_out = (int(v) for v in np.frombuffer(read_exact(requests, 24), dtype=np.int64))
+                x = np.frombuffer(read_exact(requests, 8 * n * n_in), dtype=np.float64).reshape(n, n_in)
+            except EOFError:
+                return  # the parent closed the pipe
+            y = np.zeros((len(x), n_out), dtype=np.float64)
+            for i in range(len(x)):
+                yi = np.zeros(n_out, dtype=np.float64)
+                fn(np.ascontiguousarray(x[i]), yi)
+                y[i] = yi
+                proto.write(b".")
+            proto.write(b"!" + y.tobytes())
+
+    threading.stack_size(STACK_BYTES)
+    t = threading.Thread(target=serve, name="tessera-csim")
+    t.start()
+    t.join()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
