@@ -76,6 +76,10 @@ class AvgPool(OpDef):
         k = int(np.prod(attrs.kernel))
         check_width(TensorType.from_range(x.shape, x.lo * k, x.hi * k, x.ftype.frac), node, "the window sum")
         up, down = _scale(attrs, x)
+        if (k * max(abs(x.lo), abs(x.hi))).bit_length() + up > 62 or k.bit_length() + down > 62:
+            raise UnsupportedModelError(
+                f"node '{node}': AveragePool output grid 2**-{attrs.out.out.frac} is {abs(up - down)} bits away from the "
+                f"input's 2**-{x.ftype.frac}: the scaled window sums would exceed int64 (requantize closer to the input grid)")
         ends = div_round(np.array([x.lo, x.hi], dtype=np.int64) << np.int64(up), 1 << down, attrs.out.rounding)
         lo, hi = (int(v) for v in np.clip(ends, attrs.out.qmin, attrs.out.qmax))  # averages stay within [x.lo, x.hi]
         return TensorType((x.shape[0], *osp), attrs.out.out, lo, hi)

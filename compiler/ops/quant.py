@@ -72,6 +72,13 @@ def shift_round(x: np.ndarray, shift: int, mode: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.int64)
     if shift <= 0:
         return x << np.int64(-shift)
+    if shift > 62:
+        # 2**shift overflows int64; for |x| < 2**61 (every code and cell intermediate:
+        # MAX_CELL_WIDTH = 62 bits) x / 2**62 already lies in (-1/2, 1/2), where each mode's
+        # result depends on the sign of x only, exactly as for the larger divisor
+        if x.size and int(np.abs(x).max()) >= 1 << 61:
+            raise ValueError("shift_round: |x| >= 2**61 with a shift beyond 62 bits")
+        shift = 62
     return div_round(x, np.int64(1) << np.int64(shift), mode)
 
 
@@ -91,7 +98,18 @@ class Attrs:
 
 
 def requantize(attrs: Attrs, x: np.ndarray, in_frac: int) -> np.ndarray:
-    y = shift_round(x, in_frac - attrs.out.frac, attrs.rounding)
+    shift = in_frac - attrs.out.frac
+    x = np.asarray(x, dtype=np.int64)
+    if shift < 0:
+        # A left shift by k: every |x| >= bound lands beyond the output's codes (|code| < 2**53)
+        # and saturates the same way, so x is clipped to +-bound first and the int64 shift
+        # cannot overflow (bound << k <= 2**53 + 2**61).
+        k = -shift
+        if k >= 62:  # any non-zero code saturates
+            return np.clip(np.sign(x) << np.int64(62), attrs.qmin, attrs.qmax)
+        bound = (max(abs(attrs.qmin), abs(attrs.qmax)) >> k) + 1
+        x = np.clip(x, -bound, bound)
+    y = shift_round(x, shift, attrs.rounding)
     return np.clip(y, attrs.qmin, attrs.qmax)
 
 
