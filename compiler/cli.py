@@ -455,3 +455,6 @@ def demo(out_dir, name, epochs, io_type, samples):
 
 from .estimate.cli import estimate_cmd  # noqa: E402  (registered last: the command module imports this one lazily)
 main.add_command(estimate_cmd)
+from ..training.plan_cli import calibrate_cmd, plan_group  # noqa: E402  (training performance model)
+main.add_command(calibrate_cmd)
+main.add_command(plan_group)
