@@ -733,7 +733,9 @@ def _bench_compute(spec: ModelSpec, threads: Sequence[int], extents: Sequence[in
                 for i, e in enumerate(sizes):
                     if kind != "dense" and e > spec.size and i > 1:
                         break
-                    if i and prev * (sizes[i] / sizes[i - 1]) ** (1 if kind == "dense" else 3) > max_call_s:
+                    # the three smallest sizes always (a curve needs its overhead and a slope), then
+                    # larger ones while a call stays short
+                    if i >= 3 and prev * (sizes[i] / sizes[i - 1]) ** (1 if kind == "dense" else 3) > max_call_s:
                         break
                     fn, work, elements = _layer_runner(lay, spec.modules[lay.index], kind, e,
                                                        e if kind == "dense" else 1)
@@ -874,7 +876,7 @@ def calibrate(model: str = "cosmoflow", width: float | None = None, size: int | 
     cores = os.cpu_count() or 1
     spec = model_spec(model, width, size)
     threads = [1] if quick else sorted({1, cores})
-    extents = (2, 4) if quick else (2, 4, 8, 16, 32)
+    extents = (2, 3, 4) if quick else (2, 4, 8, 16, 32)
     t0 = time.perf_counter()
     log(f"compute: {len(_unique_layers(spec))} layer shapes of {model} (width {spec.width:g}), threads {threads}")
     compute, saved, adam = _bench_compute(spec, threads, extents, 0.02 if quick else 0.15,
