@@ -56,12 +56,31 @@ def _io_entry(graph: Graph, value: str, perm: np.ndarray) -> dict:
             "range": [t.lo, t.hi], "perm": perm.tolist()}
 
 
+def remove_stale_tmp(out: Path) -> list[Path]:
+    """Delete the temporary folders of compiles into ``out`` whose process is gone (killed
+    before its rename); a live compile's folder is left alone."""
+    removed = []
+    for tmp in out.parent.glob(f".{out.name}.tessera-tmp-*"):
+        try:
+            pid = int(tmp.name.rsplit("-", 1)[1])
+            os.kill(pid, 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except (ValueError, PermissionError):
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+    return removed
+
+
 def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Path, opts: HlsOptions,
                   tb_samples: int = 64, force: bool = False) -> Path:
     out = Path(out_dir).resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not force:
             raise ProjectError(f"output folder {out} exists and is not empty (use --force to replace it)")
+    remove_stale_tmp(out)
     tmp = out.parent / f".{out.name}.tessera-tmp-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)

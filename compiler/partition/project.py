@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import __version__
-from ..emit import MANIFEST, _io_entry, read_manifest, sha256, write_project
+from ..emit import MANIFEST, _io_entry, read_manifest, remove_stale_tmp, sha256, write_project
 from ..errors import ProjectError, SimulationError
 from ..ir.graph import Graph
 from ..lower.hls4ml_lower import HlsOptions, channels_last_perm
@@ -66,6 +66,7 @@ def write_partitioned_project(graph: Graph, model_path: str | Path, out_dir: str
     out = Path(out_dir).resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise ProjectError(f"output folder {out} exists and is not empty (use --force to replace it)")
+    remove_stale_tmp(out)
     tmp = out.parent / f".{out.name}.tessera-tmp-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
