@@ -66,6 +66,18 @@ def user_model_agreement(model_path: str | Path, graph, codes: np.ndarray, ref: 
     fin, fout = graph.values[graph.input].ftype.frac, graph.values[graph.output].ftype.frac
     x = np.ldexp(codes.astype(np.float64), -fin).astype(np.float32)
     expected = np.ldexp(ref.astype(np.float64), -fout)
+    tool = "qonnx.execute_onnx" if custom else "onnxruntime"
+    try:
+        got = _run_user_model(model, x, expected.shape[1:], custom)
+    except Exception as exc:  # noqa: BLE001 - a report about the user's model, not a verdict
+        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        return {"tool": tool, "error": f"{tool} could not run the model: {type(exc).__name__}: {text}"}
+    differ = got.astype(np.float64) != expected
+    return {"tool": tool, "samples": int(len(x)), "outputs": int(differ.size), "differing_outputs": int(differ.sum()),
+            "max_abs_difference": float(np.max(np.abs(got - expected))) if differ.size else 0.0}
+
+
+def _run_user_model(model, x: np.ndarray, out_shape, custom: bool) -> np.ndarray:
     if custom:
         from qonnx.core.modelwrapper import ModelWrapper
         from qonnx.core.onnx_exec import execute_onnx
@@ -74,17 +86,11 @@ def user_model_agreement(model_path: str | Path, graph, codes: np.ndarray, ref: 
 
         wrapper = ModelWrapper(clean(model))
         iname, oname = wrapper.model.graph.input[0].name, wrapper.model.graph.output[0].name
-        got = np.stack([np.asarray(execute_onnx(wrapper, {iname: x[i : i + 1]})[oname]).reshape(expected.shape[1:]) for i in range(len(x))])
-        tool = "qonnx.execute_onnx"
-    else:
-        import onnxruntime as ort
+        return np.stack([np.asarray(execute_onnx(wrapper, {iname: x[i : i + 1]})[oname]).reshape(out_shape) for i in range(len(x))])
+    import onnxruntime as ort
 
-        s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        got = np.stack([s.run(None, {s.get_inputs()[0].name: x[i : i + 1]})[0].reshape(expected.shape[1:]) for i in range(len(x))])
-        tool = "onnxruntime"
-    differ = got.astype(np.float64) != expected
-    return {"tool": tool, "samples": int(len(x)), "outputs": int(differ.size), "differing_outputs": int(differ.sum()),
-            "max_abs_difference": float(np.max(np.abs(got - expected))) if differ.size else 0.0}
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return np.stack([s.run(None, {s.get_inputs()[0].name: x[i : i + 1]})[0].reshape(out_shape) for i in range(len(x))])
 
 
 def framework_agreement(expected: str | Path, ref_data: np.ndarray, graph) -> dict:

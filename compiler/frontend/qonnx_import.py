@@ -192,7 +192,13 @@ class _Importer:
             raise UnsupportedModelError(f"node '{node.name}' (Quant): unknown rounding mode {rounding}")
         src = node.input[0]
         x = self.env.get(src)
+        zp = self.const(node.input[2], node, "the zero point")
         if isinstance(x, _Const):
+            try:
+                np.broadcast_shapes(x.value.shape, scale.shape, zp.shape)
+            except ValueError:
+                raise UnsupportedModelError(f"node '{node.name}' (Quant): scale {list(scale.shape)} / zero point "
+                                            f"{list(zp.shape)} do not broadcast to its input {list(x.value.shape)}") from None
             _finite(x.value, node, src)
             s = np.ldexp(np.ones_like(scale, dtype=np.float64), exp)
             v = x.value / s
@@ -203,8 +209,9 @@ class _Importer:
                 codes = quant._FLOAT_ROUND[rounding](np.clip(v, lo, hi))
             self.env[node.output[0]] = _Const(codes * s)
             return
-        if scale.size != 1:
-            raise UnsupportedModelError(f"node '{node.name}' (Quant): per-channel activation scales are not supported")
+        if scale.size != 1 or zp.size != 1:
+            raise UnsupportedModelError(f"node '{node.name}' (Quant): per-channel activation scales or zero points "
+                                        f"(shapes {list(scale.shape)}, {list(zp.shape)}) are not supported")
         if bits == 1 and signed:
             raise UnsupportedModelError(f"node '{node.name}' (Quant): 1-bit (bipolar) activations are not supported")
         attrs = quant.Attrs(FixedType(bits, -int(exp.ravel()[0]), signed), narrow, rounding)

@@ -1,12 +1,22 @@
-"""Bounded fuzzing: mutated real exports either import (and stay exact) or fail with a TesseraError.
+"""Bounded fuzzing: mutated real exports either compile to a project that verifies, or are
+refused with a one-line TesseraError; never an unhandled exception, a hang or a crash.
 
-Never an unhandled exception.  Mutations touch attributes, initializer values and shapes,
-graph edges and op types of Brevitas/QONNX exports.  CI runs a bounded number of cases.
+Mutations touch attributes, initializer values and shapes, graph edges and op types of
+Brevitas/QONNX exports.  Every case runs the frontend and the exact reference (reference ==
+integer semantics); the first ``TESSERA_FUZZ_CSIM`` distinct compiled mutants also go
+through ``tessera compile`` and a g++ C-simulation ``tessera verify``.  CI runs a bounded
+number of cases; ``python bench/fuzz.py`` runs a longer campaign and writes
+docs/results/fuzz.{json,md} (through ``TESSERA_FUZZ_REPORT``).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import os
+import signal
+import time
 
 import numpy as np
 import onnx
@@ -19,7 +29,10 @@ from tessera.compiler.reference.emit import OrtReference, emit_reference
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
 
-N_CASES = int(__import__("os").environ.get("TESSERA_FUZZ_CASES", "150"))
+N_CASES = int(os.environ.get("TESSERA_FUZZ_CASES", "150"))
+N_CSIM = int(os.environ.get("TESSERA_FUZZ_CSIM", "3"))
+#: a case that takes longer than this is a hang
+CASE_SECONDS = 120
 
 
 def mutate(model: onnx.ModelProto, rng: np.random.Generator) -> tuple[onnx.ModelProto, str]:
@@ -83,33 +96,116 @@ def _seeds(tmp_path, make_qonnx_mlp, brevitas_kit):
     return [onnx.load(str(make_qonnx_mlp(tmp_path / "mlp.onnx"))), onnx.load(str(exported))]
 
 
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang()
+
+
 def _fuzz(seeds, rng, n_cases, n_samples, tmp_path) -> dict:
     """Mutate the seeds ``n_cases`` times: each case compiles and stays exact, or is refused
     with a one-line TesseraError; anything else fails the test."""
-    outcomes = {"compiled": 0, "refused": 0}
-    for case in range(n_cases):
-        model, what = mutate(seeds[case % len(seeds)], rng)
-        path = tmp_path / f"case{case}.onnx"
-        onnx.save(model, path)
-        try:
-            g = compile_ir(path)
-            reference = OrtReference(emit_reference(g))
-        except TesseraError as exc:
-            msg = str(exc)
-            assert msg and "\n" not in msg, (what, msg)
-            outcomes["refused"] += 1
-            continue
-        except Exception as exc:  # pragma: no cover - this is the failure the test looks for
-            pytest.fail(f"case {case} ({what}): unhandled {type(exc).__name__}: {exc}")
-        codes = sample_codes(g.values[g.input], n_samples, seed=case)
-        assert np.array_equal(reference.run(codes), run_ir(g, codes)), what
-        outcomes["compiled"] += 1
+    outcomes = {"cases": n_cases, "compiled": 0, "refused": 0, "refusals_by_error": {}, "compiled_paths": [],
+                "mutations": {}}
+    seen = set()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for case in range(n_cases):
+            model, what = mutate(seeds[case % len(seeds)], rng)
+            kind = what.split(" ")[0]
+            outcomes["mutations"][kind] = outcomes["mutations"].get(kind, 0) + 1
+            path = tmp_path / f"case{case}.onnx"
+            onnx.save(model, path)
+            signal.alarm(CASE_SECONDS)
+            try:
+                try:
+                    g = compile_ir(path)
+                    reference = OrtReference(emit_reference(g))
+                except TesseraError as exc:
+                    msg = str(exc)
+                    assert msg and "\n" not in msg, (what, msg)
+                    outcomes["refused"] += 1
+                    name = type(exc).__name__
+                    outcomes["refusals_by_error"][name] = outcomes["refusals_by_error"].get(name, 0) + 1
+                    continue
+                except _Hang:
+                    pytest.fail(f"case {case} ({what}): no answer in {CASE_SECONDS} s (hang)")
+                except Exception as exc:  # pragma: no cover - this is the failure the test looks for
+                    pytest.fail(f"case {case} ({what}): unhandled {type(exc).__name__}: {exc}")
+                codes = sample_codes(g.values[g.input], n_samples, seed=case)
+                assert np.array_equal(reference.run(codes), run_ir(g, codes)), what
+            finally:
+                signal.alarm(0)
+            outcomes["compiled"] += 1
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if digest not in seen and what != "no-op":
+                seen.add(digest)
+                outcomes["compiled_paths"].append((str(path), what))
+    finally:
+        signal.signal(signal.SIGALRM, old)
     return outcomes
 
 
+def _csim_verify(cases, n_csim, tmp_path) -> dict:
+    """``tessera compile`` + ``tessera verify`` (g++ C-simulation) on up to ``n_csim``
+    compiled mutants: each verifies with 0 mismatches, or compile refuses in one line."""
+    from click.testing import CliRunner
+
+    from tessera.compiler.cli import main
+
+    out = {"verified": 0, "refused_by_compile": 0, "mismatches": 0, "cases": []}
+    for i, (path, what) in enumerate(cases[:n_csim]):
+        prj = tmp_path / f"prj{i}"
+        r = CliRunner().invoke(main, ["compile", path, "-o", str(prj), "--tb-samples", "8"])
+        if r.exit_code != 0:
+            lines = [ln for ln in r.output.strip().splitlines() if ln.strip()]
+            assert r.exit_code in (4, 6) and len(lines) == 1 and "Traceback" not in r.output, (what, r.output)
+            out["refused_by_compile"] += 1
+            out["cases"].append({"mutation": what, "outcome": "refused", "message": lines[0]})
+            continue
+        r = CliRunner().invoke(main, ["verify", path, str(prj), "--samples", "200"])
+        assert r.exit_code == 0 and " 0 mismatches" in r.output, (what, r.output)
+        out["verified"] += 1
+        out["cases"].append({"mutation": what, "outcome": "verified", "line": r.output.strip().splitlines()[-1]})
+    return out
+
+
+_RESULTS: dict = {}
+
+
+def _report(name: str, outcomes: dict) -> None:
+    """Adds one campaign's outcomes to ``TESSERA_FUZZ_REPORT`` (bench/fuzz.py)."""
+    target = os.environ.get("TESSERA_FUZZ_REPORT")
+    if not target:
+        return
+    path = __import__("pathlib").Path(target)
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    data[name] = {k: v for k, v in outcomes.items() if k != "compiled_paths"}
+    path.write_text(json.dumps(data, indent=1))
+
+
 def test_fuzz_frontend_never_crashes(tmp_path, make_qonnx_mlp, brevitas_kit):
+    t0 = time.perf_counter()
     outcomes = _fuzz(_seeds(tmp_path, make_qonnx_mlp, brevitas_kit), np.random.default_rng(2024), N_CASES, 20, tmp_path)
     assert outcomes["compiled"] > 0 and outcomes["refused"] > 0, outcomes
+    outcomes["seconds"] = round(time.perf_counter() - t0, 1)
+    _RESULTS["feedforward"] = outcomes
+    _report("feedforward", outcomes)
+
+
+@pytest.mark.csim
+def test_fuzz_compiled_mutants_verify_in_csim(tmp_path, make_qonnx_mlp, brevitas_kit):
+    """The mutants the frontend accepted go all the way: compile, g++ C-simulation, verify."""
+    outcomes = _RESULTS.get("feedforward") or _fuzz(_seeds(tmp_path, make_qonnx_mlp, brevitas_kit),
+                                                    np.random.default_rng(2024), N_CASES, 20, tmp_path)
+    assert len(outcomes["compiled_paths"]) >= min(N_CSIM, 3), outcomes["compiled_paths"]
+    t0 = time.perf_counter()
+    res = _csim_verify(outcomes["compiled_paths"], N_CSIM, tmp_path)
+    assert res["verified"] >= 1, res
+    res["seconds"] = round(time.perf_counter() - t0, 1)
+    _report("feedforward_csim", res)
 
 
 def _recurrent_seeds(tmp_path):
@@ -140,5 +236,8 @@ def _recurrent_seeds(tmp_path):
 
 def test_fuzz_recurrent_frontend_never_crashes(tmp_path):
     """The same mutations on exported LSTM / GRU classifiers and a ConvLSTM frame predictor."""
+    t0 = time.perf_counter()
     outcomes = _fuzz(_recurrent_seeds(tmp_path), np.random.default_rng(7), max(30, N_CASES // 3), 8, tmp_path)
     assert outcomes["compiled"] > 0 and outcomes["refused"] > 0, outcomes
+    outcomes["seconds"] = round(time.perf_counter() - t0, 1)
+    _report("recurrent", outcomes)
