@@ -105,3 +105,19 @@ def test_live_compiles_temporary_folder_is_left_alone(tmp_path):
         d.mkdir()
     assert remove_stale_tmp(out) == [dead]
     assert live.exists() and other.exists() and not dead.exists()
+
+
+def test_force_replaces_and_refusal_keeps(tmp_path, make_qonnx_mlp):
+    """Without --force a non-empty folder (ours or not) is left untouched (exit 6); with it,
+    the folder is replaced by the complete project in one rename."""
+    model = make_qonnx_mlp(tmp_path / "m.onnx")
+    out = tmp_path / "prj"
+    out.mkdir()
+    (out / "notes.txt").write_text("user data")
+    r = CliRunner().invoke(main, ["compile", str(model), "-o", str(out)])
+    assert r.exit_code == 6 and (out / "notes.txt").read_text() == "user data"
+    r = CliRunner().invoke(main, ["compile", str(model), "-o", str(out), "--force"])
+    assert r.exit_code == 0, r.output
+    assert not (out / "notes.txt").exists() and (out / "tessera.json").is_file()
+    r = CliRunner().invoke(main, ["compile", str(model), "-o", str(out)])  # our own project: still refused
+    assert r.exit_code == 6 and (out / "tessera.json").is_file()
