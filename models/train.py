@@ -78,7 +78,9 @@ class TrainResult:
 
 @contextmanager
 def _atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary sibling of ``path`` (same suffix); rename it to ``path`` on success."""
+    """Yield a temporary sibling of ``path`` (same suffix); on success flush it to disk
+    (``fsync``), rename it to ``path`` and flush the folder entry, so ``path`` is always either
+    the old file or the whole new one, also after a kill or a crash."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(
         prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
@@ -87,7 +89,20 @@ def _atomic_path(path: Path) -> Iterator[Path]:
     try:
         yield tmp_path
         os.chmod(tmp_path, 0o644)  # mkstemp creates 0600
+        with open(tmp_path, "rb+") as fh:
+            os.fsync(fh.fileno())
         os.replace(tmp_path, path)
+        try:
+            dfd = os.open(path.parent, os.O_RDONLY)
+        except OSError:  # a folder that cannot be opened (some platforms): the rename stands
+            dfd = None
+        if dfd is not None:
+            try:
+                os.fsync(dfd)
+            except OSError:
+                pass
+            finally:
+                os.close(dfd)
     finally:
         tmp_path.unlink(missing_ok=True)
 
