@@ -21,8 +21,7 @@ fixed thread count (tests/training/test_reliability.py).
 Fault injection, for the reliability tests only: ``TESSERA_FAULT_INJECT=KIND:step=K[:rank=R]
 [:attempt=A]`` makes rank ``R`` (default 0), on torchrun attempt ``A`` (default 0,
 ``TORCHELASTIC_RESTART_COUNT``), during the run's ``K``-th optimizer step: ``exit`` -- exit at
-once (``os._exit``, code 86) between forward and backward; ``hang`` -- sleep there; ``checkpoint``
--- write half of the checkpoint after step ``K`` to its temporary file and ``SIGKILL`` itself
+once (``os._exit``, code 86) between forward and backward; ``checkpoint`` -- write half of the checkpoint after step ``K`` to its temporary file and ``SIGKILL`` itself
 before the rename.  Unset, nothing is read or done.
 """
 
@@ -258,11 +257,12 @@ class _Fault:
     attempt: int = 0
 
     def fire(self, path: Path | None = None) -> None:
+        import sys
+
+        print(f"fault injected: {self.kind} at step {self.step} on rank {self.rank} (time {time.time():.3f})",
+              file=sys.stderr, flush=True)
         if self.kind == "exit":
             os._exit(FAULT_EXIT_CODE)
-        if self.kind == "hang":
-            while True:
-                time.sleep(60)
         if self.kind == "checkpoint" and path is not None:  # a write cut off half way
             with open(path, "r+b") as fh:
                 fh.truncate(max(1, path.stat().st_size // 2))
@@ -279,9 +279,9 @@ def _fault(rank: int) -> _Fault | None:
         kw = {k: int(v) for k, v in (o.split("=", 1) for o in opts)}
         fault = _Fault(kind, **kw)
     except (TypeError, ValueError):
-        raise MeshError(f"{FAULT_ENV}={spec!r}: expected exit|hang|checkpoint:step=K[:rank=R][:attempt=A]") from None
-    if kind not in ("exit", "hang", "checkpoint"):
-        raise MeshError(f"{FAULT_ENV}={spec!r}: unknown fault {kind!r} (exit, hang, checkpoint)")
+        raise MeshError(f"{FAULT_ENV}={spec!r}: expected exit|checkpoint:step=K[:rank=R][:attempt=A]") from None
+    if kind not in ("exit", "checkpoint"):
+        raise MeshError(f"{FAULT_ENV}={spec!r}: unknown fault {kind!r} (exit, checkpoint)")
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     return fault if fault.rank == rank and fault.attempt == attempt else None
 
