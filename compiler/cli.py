@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -32,7 +33,7 @@ def _handle_errors(fn):
         except TesseraError as exc:
             if debug:
                 raise
-            console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException:
             raise  # usage errors: click prints them and exits 2
@@ -43,7 +44,7 @@ def _handle_errors(fn):
             if debug:
                 raise
             first = str(exc).splitlines()[0] if str(exc) else ""
-            console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {first} (rerun with --debug for a traceback)",
+            console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {escape(first)} (rerun with --debug for a traceback)",
                           highlight=False, soft_wrap=True)
             sys.exit(EXIT_INTERNAL)
 

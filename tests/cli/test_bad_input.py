@@ -124,3 +124,23 @@ def test_verify_refuses_other_model(tmp_path, make_qonnx_mlp):
     assert run("compile", a, "-o", tmp_path / "prj")[0] == 0
     code, text = run("verify", b, tmp_path / "prj")
     assert code == 6 and "different model" in one_line_error(text)
+
+
+def test_error_text_with_markup_brackets_is_printed_verbatim():
+    """Messages are printed as text: '[/x]' in an error (e.g. a gloo address) is not markup."""
+    from tessera.compiler import cli
+    from tessera.compiler.errors import DataError
+
+    def boom(*a, **k):
+        raise DataError("could not reach [/tmp/store] at [::1]:29500 [bold]")
+
+    wrapped = cli._handle_errors(boom)
+    import click
+
+    @click.command()
+    def cmd():
+        wrapped()
+
+    res = CliRunner().invoke(cmd, [])
+    assert res.exit_code == 9, res.output
+    assert "[/tmp/store] at [::1]:29500 [bold]" in one_line_error(res.output)
