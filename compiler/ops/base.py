@@ -108,7 +108,14 @@ def bias_aligned(bias: np.ndarray | None, btype, n_out: int, facc: int) -> np.nd
     """Bias codes shifted onto the accumulator grid (zeros without a bias)."""
     if bias is None:
         return np.zeros(n_out, dtype=np.int64)
-    return bias.astype(np.int64) << np.int64(facc - btype.frac)
+    shift = facc - btype.frac
+    peak = int(np.abs(bias).max()) if bias.size else 0
+    if peak and peak.bit_length() + shift > MAX_WIDTH:
+        # the aligned bias alone would not fit the accumulator (and would overflow int64
+        # for shifts past 63 bits): refuse instead of silently dropping it
+        raise ValueError(f"the bias (up to {peak} x 2**{-btype.frac}) needs {peak.bit_length() + shift + 1} bits on the "
+                         f"accumulator grid 2**-{facc}, more than the {MAX_WIDTH} the exact flow supports")
+    return bias.astype(np.int64) << np.int64(shift)
 
 
 def linear_acc_range(weight_rows, x: TensorType, shift: int, bias: np.ndarray) -> tuple[int, int]:
