@@ -348,12 +348,14 @@ def _distributed(data_parallel: int, spatial: str) -> bool:
 @click.option("--data-dir", "data_dir", type=click.Path(path_type=Path), help="Distributed: folder of HDF5 samples.")
 @click.option("--resume", is_flag=True, help="Distributed: continue from the checkpoint in --output.")
 @click.option("--checkpoint-every", "checkpoint_every", type=int, help="Distributed: also checkpoint every N steps.")
+@click.option("--collective-timeout", "timeout_s", type=float,
+              help="Distributed: seconds a rank waits for the others before the job fails (default 600).")
 @click.option("--backend", type=click.Choice(["gloo", "nccl"]), help="Distributed: default nccl with CUDA, else gloo.")
 @click.option("--bn-stats", "bn_stats", type=click.Choice(["global", "replica"]),
               help="Distributed: BatchNorm statistics over all ranks (default) or each data replica's spatial group.")
 @_handle_errors
 def train(name, out_dir, epochs, seed, cell, weights, task, size, width, data_parallel, spatial, n_samples,
-          batch_size, lr, data_dir, resume, backend, bn_stats, checkpoint_every):
+          batch_size, lr, data_dir, resume, backend, bn_stats, checkpoint_every, timeout_s):
     """Quantization-aware training, exported to QONNX.
 
     NAME is a zoo model (see `tessera models`), `rnn` (with --cell and --weights), or one of
@@ -366,7 +368,7 @@ def train(name, out_dir, epochs, seed, cell, weights, task, size, width, data_pa
     rnn_opts, cnn_opts = (cell, weights, task), (size, width)
     if name != "rnn" and any(v is not None for v in rnn_opts):
         raise click.UsageError("--cell/--weights/--task apply to `tessera train rnn` only")
-    dist_opts = (n_samples, batch_size, lr, data_dir, backend, bn_stats, checkpoint_every)
+    dist_opts = (n_samples, batch_size, lr, data_dir, backend, bn_stats, checkpoint_every, timeout_s)
     if name not in CNN3D_MODELS and (any(v is not None for v in cnn_opts + dist_opts) or resume
                                      or data_parallel != 1 or spatial != "1x1x1"):
         raise click.UsageError(f"--size/--width/--data-parallel/--spatial/... apply to the 3D CNNs "
@@ -389,7 +391,8 @@ def train(name, out_dir, epochs, seed, cell, weights, task, size, width, data_pa
             cfg = DistTrainConfig(name, out_dir or Path("runs") / name, data=data_parallel, grid=parse_grid(spatial),
                                   epochs=epochs, size=size, width=width, n_samples=n_samples, batch_size=batch_size,
                                   lr=lr, seed=seed, data_dir=data_dir, resume=resume, backend=backend,
-                                  bn_stats=bn_stats or "global", checkpoint_every=checkpoint_every)
+                                  bn_stats=bn_stats or "global", checkpoint_every=checkpoint_every,
+                                  **({"timeout_s": timeout_s} if timeout_s else {}))
             res = train_distributed(cfg, progress=console.is_terminal)
             if res.metrics:
                 out.print(f"trained {name} on {data_parallel} x {spatial} ranks: validation MSE {res.metric:.4f} "

@@ -11,6 +11,7 @@ The groups come from torch's :class:`~torch.distributed.device_mesh.DeviceMesh` 
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 
@@ -27,6 +28,18 @@ class MeshError(TesseraError):
     """The requested data x spatial mesh does not fit the launch or the volume."""
 
     exit_code = 2
+
+
+class RankFailure(TesseraError):
+    """Another rank stopped answering: a collective or halo exchange timed out (the rank
+    hangs) or lost its peer (the rank died)."""
+
+    exit_code = 11
+
+
+#: what gloo / NCCL / the store say when a peer is stuck or gone
+PEER_FAILURE_WORDS = ("timed out", "timeout", "connection closed", "connection reset", "connection refused",
+                      "broken pipe", "peer")
 
 
 @dataclass(frozen=True)
@@ -107,10 +120,12 @@ class Mesh:
         return self.rank == 0
 
 
-def init_mesh(data: int, grid: SpatialGrid, backend: str | None = None) -> Mesh:
+def init_mesh(data: int, grid: SpatialGrid, backend: str | None = None, timeout_s: float | None = None) -> Mesh:
     """Initialise ``torch.distributed`` (``env://``, as torchrun sets it up) if needed and
     build the mesh.  ``backend``: ``'gloo'`` (CPU, default without CUDA) or ``'nccl'``
-    (one GPU per rank, ``LOCAL_RANK``)."""
+    (one GPU per rank, ``LOCAL_RANK``).  ``timeout_s``: how long a collective or halo
+    exchange waits for the other ranks before it fails (default: torch's 30 minutes); the
+    mesh's process groups get the same limit."""
     from torch.distributed.device_mesh import init_device_mesh
 
     use_cuda = backend == "nccl" or (backend is None and torch.cuda.is_available())
@@ -120,14 +135,38 @@ def init_mesh(data: int, grid: SpatialGrid, backend: str | None = None) -> Mesh:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
+    timeout = None if timeout_s is None else datetime.timedelta(seconds=float(timeout_s))
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend)
+        dist.init_process_group(backend=backend, timeout=timeout)
     world = dist.get_world_size()
     if world != data * grid.size:
         raise MeshError(f"world size {world} != data-parallel {data} x spatial {grid} "
                          f"({data * grid.size}); launch with torchrun --nproc-per-node "
                          f"{data * grid.size}")
     dm = init_device_mesh(device.type, (data, grid.size), mesh_dim_names=("data", "spatial"))
+    groups = {"data": dm.get_group("data"), "spatial": dm.get_group("spatial")}
+    if timeout is not None:  # DeviceMesh's groups take torch's default timeout: same ranks, our limit
+        groups = {name: _with_timeout(g, timeout) for name, g in groups.items()}
     return Mesh(data=data, grid=grid, rank=dist.get_rank(), device=device,
-                data_group=dm.get_group("data"), spatial_group=dm.get_group("spatial"),
+                data_group=groups["data"], spatial_group=groups["spatial"],
                 world_group=dist.group.WORLD, device_mesh=dm)
+
+
+def _with_timeout(group, timeout):
+    """A process group over ``group``'s ranks with ``timeout`` (every rank calls this for
+    every group of the mesh in the same order, as ``new_group`` requires)."""
+    ranks_of = {}
+    world = dist.get_world_size()
+    # every rank must create every group: gather each rank's member list and build them all
+    mine = torch.tensor(sorted(dist.get_process_group_ranks(group)) + [-1] * (world - group.size()), dtype=torch.int64)
+    allm = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(allm, mine)
+    result = None
+    for t in allm:
+        ranks = tuple(int(r) for r in t.tolist() if r >= 0)
+        if ranks in ranks_of:
+            continue
+        ranks_of[ranks] = dist.new_group(list(ranks), timeout=timeout)
+        if dist.get_rank() in ranks:
+            result = ranks_of[ranks]
+    return result

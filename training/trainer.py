@@ -21,7 +21,8 @@ fixed thread count (tests/training/test_reliability.py).
 Fault injection, for the reliability tests only: ``TESSERA_FAULT_INJECT=KIND:step=K[:rank=R]
 [:attempt=A]`` makes rank ``R`` (default 0), on torchrun attempt ``A`` (default 0,
 ``TORCHELASTIC_RESTART_COUNT``), during the run's ``K``-th optimizer step: ``exit`` -- exit at
-once (``os._exit``, code 86) between forward and backward; ``checkpoint`` -- write half of the checkpoint after step ``K`` to its temporary file and ``SIGKILL`` itself
+once (``os._exit``, code 86) between forward and backward; ``hang`` -- stay alive there and
+never answer again; ``checkpoint`` -- write half of the checkpoint after step ``K`` to its temporary file and ``SIGKILL`` itself
 before the rename.  Unset, nothing is read or done.
 """
 
@@ -44,7 +45,7 @@ from ..models.train import _atomic_path, _save_json, _save_npy, _versions
 from ..models.train3d import DEFAULTS, _plot, _progress, export_cnn3d, load_folded
 from ..models.data.cosmology import TARGET_KEY
 from .data import SampleError, ShardReader, sample_error
-from .mesh import Mesh, MeshError, SpatialGrid, init_mesh
+from .mesh import PEER_FAILURE_WORDS, Mesh, MeshError, RankFailure, SpatialGrid, init_mesh
 from .spatial import SpatialModel, shard_batch
 
 __all__ = ["DistTrainConfig", "DistTrainResult", "augment_index", "train_distributed", "write_crops"]
@@ -87,6 +88,7 @@ class DistTrainConfig:
     max_steps: int | None = None
     export: bool = True
     checkpoint_every: int | None = None
+    timeout_s: float | None = 600.0
 
 
 @dataclass
@@ -263,6 +265,9 @@ class _Fault:
               file=sys.stderr, flush=True)
         if self.kind == "exit":
             os._exit(FAULT_EXIT_CODE)
+        if self.kind == "hang":  # alive, never answering
+            while True:
+                time.sleep(3600)
         if self.kind == "checkpoint" and path is not None:  # a write cut off half way
             with open(path, "r+b") as fh:
                 fh.truncate(max(1, path.stat().st_size // 2))
@@ -279,14 +284,14 @@ def _fault(rank: int) -> _Fault | None:
         kw = {k: int(v) for k, v in (o.split("=", 1) for o in opts)}
         fault = _Fault(kind, **kw)
     except (TypeError, ValueError):
-        raise MeshError(f"{FAULT_ENV}={spec!r}: expected exit|checkpoint:step=K[:rank=R][:attempt=A]") from None
-    if kind not in ("exit", "checkpoint"):
-        raise MeshError(f"{FAULT_ENV}={spec!r}: unknown fault {kind!r} (exit, checkpoint)")
+        raise MeshError(f"{FAULT_ENV}={spec!r}: expected exit|hang|checkpoint:step=K[:rank=R][:attempt=A]") from None
+    if kind not in ("exit", "hang", "checkpoint"):
+        raise MeshError(f"{FAULT_ENV}={spec!r}: unknown fault {kind!r} (exit, hang, checkpoint)")
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     return fault if fault.rank == rank and fault.attempt == attempt else None
 
 
-def _init_restartable(backend: str | None) -> None:
+def _init_restartable(backend: str | None, timeout_s: float | None = None) -> None:
     """Under ``torchrun --max-restarts``: join the process group through a store prefixed by
     the attempt (``TORCHELASTIC_RESTART_COUNT``).
 
@@ -305,8 +310,11 @@ def _init_restartable(backend: str | None) -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False)
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    import datetime
+
     dist.init_process_group(backend=backend or ("nccl" if use_cuda else "gloo"),
-                            store=dist.PrefixStore(f"tessera/attempt_{attempt}", store), rank=rank, world_size=world)
+                            store=dist.PrefixStore(f"tessera/attempt_{attempt}", store), rank=rank, world_size=world,
+                            timeout=None if timeout_s is None else datetime.timedelta(seconds=float(timeout_s)))
 
 
 def _quant_stats(net: torch.nn.Module) -> dict:
@@ -333,7 +341,23 @@ def _restore_quant_stats(net: torch.nn.Module, stats: dict) -> None:
 
 
 def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainResult:
-    """Train ``cfg.model`` on the ``cfg.data x cfg.grid`` mesh (this process = one rank)."""
+    """Train ``cfg.model`` on the ``cfg.data x cfg.grid`` mesh (this process = one rank).
+
+    A collective that waits longer than ``cfg.timeout_s`` for another rank (it hangs) or
+    loses its peer (it died) ends this rank with :class:`~tessera.training.mesh.RankFailure`
+    (exit code 11), and torchrun then stops the others: the job fails instead of hanging."""
+    try:
+        return _train_distributed(cfg, progress)
+    except RuntimeError as exc:  # includes torch.distributed.DistBackendError
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if not any(w in str(exc).lower() for w in PEER_FAILURE_WORDS):
+            raise
+        rank = dist.get_rank() if dist.is_initialized() else "?"
+        raise RankFailure(f"rank {rank}: another rank stopped answering (limit --collective-timeout "
+                          f"{cfg.timeout_s:g} s): {text[:200]}") from None
+
+
+def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
     if cfg.model not in MODELS:
         raise MeshError(f"unknown 3D model {cfg.model!r}; known: {', '.join(MODELS)}")
     t_start = time.perf_counter()
@@ -358,8 +382,8 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
         raise MeshError(f"--checkpoint-every {cfg.checkpoint_every}: expected a number of steps >= 1")
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    _init_restartable(cfg.backend)
-    mesh = init_mesh(cfg.data, cfg.grid, cfg.backend)
+    _init_restartable(cfg.backend, cfg.timeout_s)
+    mesh = init_mesh(cfg.data, cfg.grid, cfg.backend, cfg.timeout_s)
     fault = _fault(mesh.rank)
     if batch < mesh.data:
         raise MeshError(f"global batch {batch} is smaller than the {mesh.data} data replicas")

@@ -201,6 +201,25 @@ def test_rank_killed_mid_step_without_restarts_fails_fast(reference, tmp_path):
 
 
 @pytest.mark.dist
+def test_hanging_rank_fails_the_job_within_the_collective_timeout(reference, tmp_path):
+    """Rank 1 stays alive but stops answering mid-step: rank 0's halo exchange / collective
+    gives up after --collective-timeout, exits 11 with a one-line error, and torchrun stops
+    the hanging rank; the job ends instead of waiting torch's default 30 minutes."""
+    out = tmp_path / "run"
+    limit = 8
+    r, seconds = _torchrun([*TRAIN, "--data-dir", reference["data"], "-o", out, "--collective-timeout", limit],
+                           fault="hang:step=2:rank=1", max_restarts=0, timeout=240)
+    ended = time.time()
+    assert r.returncode != 0, r.stderr[-3000:]
+    stuck = float(re.search(r"fault injected: hang at step 2 on rank 1 \(time ([0-9.]+)\)", r.stderr).group(1))
+    assert limit <= ended - stuck < limit + 40, (ended - stuck, r.stderr[-3000:])
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error: rank 0: another rank stopped answering")]
+    assert lines, r.stderr[-3000:]
+    assert "exitcode  : 11" in r.stderr
+    assert not (out / "metrics.json").exists()
+
+
+@pytest.mark.dist
 def test_corrupt_sample_stops_the_job_with_a_one_line_error(reference, tmp_path):
     data = shutil.copytree(reference["data"], tmp_path / "data")
     bad = data / "univ_000003.h5"
