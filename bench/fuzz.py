@@ -55,8 +55,14 @@ def main() -> int:
     if c:
         lines += ["", f"C-simulated mutants: {c['verified']} verified with 0 mismatches (200 samples each), "
                       f"{c['refused_by_compile']} refused by `tessera compile` in one line; {c['seconds']} s.", "",
-                  "| mutation | outcome |", "|---|---|"]
-        lines += [f"| {x['mutation']} | {x['outcome']}: {x.get('line') or x.get('message')} |" for x in c["cases"]]
+                  "*user model*: the mutated export itself run by qonnx/onnxruntime in float on the same inputs, "
+                  "outputs that differ from the exact reference (a report: float execution may round).", "",
+                  "| mutation | outcome | user model |", "|---|---|---|"]
+        for x in c["cases"]:
+            u = x.get("user_model") or {}
+            um = (f"{u['differing_outputs']}/{u['outputs']} differ" if "outputs" in u else
+                  u.get("error") or u.get("skipped") or "-")
+            lines.append(f"| {x['mutation']} | {x.get('line') or x.get('message')} | {um} |")
     for name in ("feedforward", "recurrent"):
         d = data.get(name)
         if d:

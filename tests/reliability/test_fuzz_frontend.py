@@ -165,10 +165,13 @@ def _csim_verify(cases, n_csim, tmp_path) -> dict:
             out["refused_by_compile"] += 1
             out["cases"].append({"mutation": what, "outcome": "refused", "message": lines[0]})
             continue
-        r = CliRunner().invoke(main, ["verify", path, str(prj), "--samples", "200"])
+        report = tmp_path / f"verify{i}.json"
+        r = CliRunner().invoke(main, ["verify", path, str(prj), "--samples", "200", "--report", str(report)])
         assert r.exit_code == 0 and " 0 mismatches" in r.output, (what, r.output)
         out["verified"] += 1
-        out["cases"].append({"mutation": what, "outcome": "verified", "line": r.output.strip().splitlines()[-1]})
+        user = json.loads(report.read_text()).get("user_model", {})
+        out["cases"].append({"mutation": what, "outcome": "verified", "line": r.output.strip().splitlines()[-1],
+                             "user_model": user})
     return out
 
 
