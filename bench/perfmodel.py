@@ -51,6 +51,19 @@ def _wait_quiet(max_load: float, wait_s: float) -> list[float]:
     return list(os.getloadavg())
 
 
+def _cpu_seconds() -> tuple[float, float]:
+    """(busy CPU seconds of the whole machine, CPU seconds of this process and its reaped
+    children): their difference over a run is what other processes used meanwhile."""
+    import resource
+
+    with open("/proc/stat") as f:
+        vals = [int(v) for v in f.readline().split()[1:9]]
+    busy = (sum(vals) - vals[3] - vals[4]) / os.sysconf("SC_CLK_TCK")
+    mine = sum(getattr(resource.getrusage(w), a) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for a in ("ru_utime", "ru_stime"))
+    return busy, mine
+
+
 def _measure(d: int, grid: str, args, threads: int, folder: Path) -> dict:
     ranks = d * int(np.prod([int(x) for x in grid.split("x")]))
     out = folder / f"run_{d}_{grid}"
@@ -61,12 +74,17 @@ def _measure(d: int, grid: str, args, threads: int, folder: Path) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
+    busy0, mine0 = _cpu_seconds()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    busy1, mine1 = _cpu_seconds()
+    wall = time.perf_counter() - t0
     if proc.returncode:
         raise RuntimeError(f"{d} x {grid} failed:\n{proc.stderr[-3000:]}")
     m = json.loads((out / "metrics.json").read_text())
     return {"data": d, "grid": grid, "ranks": ranks, "threads": threads,
-            "measured_step_s": m["step_seconds_median"], "wall_s": round(time.perf_counter() - t0, 1),
+            "measured_step_s": m["step_seconds_median"], "wall_s": round(wall, 1),
+            # CPU other processes (other engineers' jobs) used during the run, as a share of all cores
+            "other_cpu_fraction": round(max(0.0, (busy1 - busy0) - (mine1 - mine0)) / (wall * (os.cpu_count() or 1)), 3),
             "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
@@ -95,7 +113,13 @@ def main() -> None:
     ap.add_argument("--wait", type=float, default=1200.0)
     ap.add_argument("--calibration", help="use this calibration instead of measuring one (development only)")
     ap.add_argument("--results", default=str(OUT))
+    ap.add_argument("--replot", action="store_true", help="rewrite the .md and .png from the existing JSON")
     args = ap.parse_args()
+    if args.replot:
+        res = json.loads((Path(args.results) / "perfmodel.json").read_text())
+        _plot(res["configs"], Path(args.results) / "perfmodel.png")
+        (Path(args.results) / "perfmodel.md").write_text(_markdown(res, res.get("date")))
+        return
     args.n_samples = args.n_samples or int(np.ceil(args.steps * args.batch / 0.8)) + 2
     if args.worker:
         _worker(args)
@@ -140,10 +164,11 @@ def main() -> None:
     errs = [abs(r["rel_error"]) for r in rows]
     result = {
         "model": "cosmoflow", "size": args.size, "width": args.width, "batch": args.batch, "steps": args.steps,
-        "n_samples": args.n_samples, "cores": cal.cores, "calibration_seconds": round(cal_s, 1),
+        "n_samples": args.n_samples, "cores": cal.cores, "date": time.strftime("%Y-%m-%d"), "calibration_seconds": round(cal_s, 1),
         "calibration": {"meta": cal.meta, "p2p": cal.p2p, "allreduce": cal.allreduce, "allgather": cal.allgather,
                         "io": cal.io},
         "load_average_start": load_start, "load_average_end": list(os.getloadavg()),
+        "other_cpu_fraction_median": float(np.median([r["other_cpu_fraction"] for r in rows])),
         "configs": rows, "median_abs_rel_error": float(np.median(errs)), "max_abs_rel_error": float(np.max(errs)),
         "choices": choices,
         "acceptance": {"median_rel_error_le_25pct": bool(np.median(errs) <= 0.25),
@@ -152,6 +177,7 @@ def main() -> None:
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
     (out / "perfmodel.json").write_text(json.dumps(result, indent=1) + "\n")
+    cal.save(out / "perfmodel_calibration.json")  # the whole calibration the predictions used
     _plot(rows, out / "perfmodel.png")
     (out / "perfmodel.md").write_text(_markdown(result))
     print(f"median |rel error| {100 * result['median_abs_rel_error']:.1f} %; acceptance {result['acceptance']}")
@@ -176,19 +202,20 @@ def _plot(rows, path: Path) -> None:
     lo = min(min(r["measured_step_s"], r["predicted_step_s"]) for r in rows) * 0.8
     hi = max(max(r["measured_step_s"], r["predicted_step_s"]) for r in rows) * 1.2
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.9", label="+-25 %")
+    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.9", label="+-25 %",
+                    zorder=0)
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured step time (s)",
-           ylabel="predicted step time (s)", title="CosmoFlow step time: model vs measurement (circled: chosen)")
+           ylabel="predicted step time (s)", title="CosmoFlow step time (circled: chosen)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
-def _markdown(res: dict) -> str:
+def _markdown(res: dict, date: str | None = None) -> str:
     lines = [
         "# Training performance model: predicted vs measured step times",
         "",
-        f"Written by `bench/perfmodel.py` ({time.strftime('%Y-%m-%d')}).  CosmoFlow {res['size']}^3, width "
+        f"Written by `bench/perfmodel.py` ({date or time.strftime('%Y-%m-%d')}).  CosmoFlow {res['size']}^3, width "
         f"{res['width']:g}, global batch {res['batch']}, gloo on {res['cores']} CPU cores; each configuration ran "
         f"{res['steps']} training steps under torchrun (`train_distributed`, `max_steps`), the measured figure is "
         f"the median step time from its `metrics.json`.  Threads per rank: max(1, cores // ranks), so 4 ranks "
@@ -198,16 +225,19 @@ def _markdown(res: dict) -> str:
         "step times.  Model and formulas: [../perfmodel.md](../perfmodel.md).",
         "",
         f"Load average (1, 5, 15 min) at the start: {', '.join(f'{x:.2f}' for x in res['load_average_start'])}; "
-        f"at the end: {', '.join(f'{x:.2f}' for x in res['load_average_end'])} (other engineers share the "
-        "machine; the 1-minute figure before each configuration is in the table).",
+        f"at the end: {', '.join(f'{x:.2f}' for x in res['load_average_end'])}.  Other engineers share the "
+        "machine: the table gives the 1-minute load average before each configuration (it includes the "
+        "benchmark's own previous runs: a 4-rank run alone lifts it towards 4) and, better, the share of all "
+        "cores that *other* processes used during the run (machine busy time from /proc/stat minus the CPU "
+        "time of this benchmark and its children).",
         "",
-        "| ranks | data x grid | threads | predicted (s) | measured (s) | rel. error | chosen | load |",
-        "|---|---|---|---|---|---|---|---|",
+        "| ranks | data x grid | threads | predicted (s) | measured (s) | rel. error | chosen | load before | other CPU |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["configs"]:
         lines.append(f"| {r['ranks']} | {r['data']} x {r['grid']} | {r['threads']} | {r['predicted_step_s']:.3f} | "
                      f"{r['measured_step_s']:.3f} | {100 * r['rel_error']:+.1f} % | {'yes' if r['chosen'] else ''} | "
-                     f"{r['load_before']} |")
+                     f"{r['load_before']} | {100 * r['other_cpu_fraction']:.0f} % |")
     acc = res["acceptance"]
     lines += [
         "",

@@ -611,7 +611,18 @@ def choose(cal: Calibration, spec: ModelSpec, ranks: int, batch: int, mem_cap: i
         raise PlanError(f"no decomposition of {ranks} ranks fits {_fmt_bytes(mem_cap)} per rank: the most frugal "
                         f"({low.label}) needs {_fmt_bytes(low.mem_bytes)}; use more ranks, a smaller batch or "
                         f"a larger --mem")
-    return Plan(ranks, mem_cap, batch, preds, min(ok, key=lambda p: p.step_s))
+    return Plan(ranks, mem_cap, batch, preds, _fastest(ok))
+
+
+def _fastest(preds: list[Prediction]) -> Prediction:
+    """The fastest prediction; among equal predictions (splits that differ only by which
+    axis is cut: the model sees the same volumes) the one cut along the outermost axes:
+    ``(N, C, D, H, W)`` tensors and the ``(D, H, W, C)`` sample files are row-major, so D-slabs
+    are contiguous in memory and on disk (halo boxes need no strided packing, convolutions
+    keep whole W rows), W-slabs the most fragmented."""
+    t = min(p.step_s for p in preds)
+    tied = [p for p in preds if p.step_s <= t * (1 + 1e-6)]
+    return max(tied, key=lambda p: tuple(int(x) for x in p.grid.split("x")))
 
 
 def _fmt_bytes(n: float) -> str:
@@ -715,7 +726,8 @@ def _unique_layers(spec: ModelSpec) -> dict[str, tuple[LayerSpec, str]]:
 
 
 def _bench_compute(spec: ModelSpec, threads: Sequence[int], extents: Sequence[int], max_call_s: float,
-                   budget_s: float, log) -> tuple[dict, dict, dict]:
+                   budget_s: float, log, min_reps: int = 3, batches: Sequence[int] = (2, 4, 8),
+                   batches_dense: Sequence[int] = (1, 4, 16, 64)) -> tuple[dict, dict, dict]:
     compute: dict[str, dict[str, list[list[float]]]] = {}
     saved: dict[str, list[float]] = {}
     adam: dict[str, list[list[float]]] = {}
@@ -728,18 +740,23 @@ def _bench_compute(spec: ModelSpec, threads: Sequence[int], extents: Sequence[in
             for sig, (lay, kind) in uniq.items():
                 pts = []
                 mem_pts = []
-                sizes = [1, 4, 16, 64] if kind == "dense" else extents
+                # (extent, batch): blocks up to the model's input, then larger batches of the
+                # largest block, so that the curve covers the work of real layers (batch
+                # 8 at 32^3) by interpolation rather than extrapolation; dense: rows
+                if kind == "dense":
+                    sizes = [(1, b) for b in batches_dense]
+                else:
+                    ext = [e for i, e in enumerate(extents) if e <= spec.size or i < 3]
+                    sizes = [(e, 1) for e in ext] + [(ext[-1], b) for b in batches]
                 prev = 0.0
-                for i, e in enumerate(sizes):
-                    if kind != "dense" and e > spec.size and i > 1:
-                        break
+                for i, (e, b) in enumerate(sizes):
+                    grow = (e ** 3 * b) / (sizes[i - 1][0] ** 3 * sizes[i - 1][1]) if i else 1.0
                     # the three smallest sizes always (a curve needs its overhead and a slope), then
                     # larger ones while a call stays short
-                    if i >= 3 and prev * (sizes[i] / sizes[i - 1]) ** (1 if kind == "dense" else 3) > max_call_s:
+                    if i >= 3 and prev * grow > max_call_s:
                         break
-                    fn, work, elements = _layer_runner(lay, spec.modules[lay.index], kind, e,
-                                                       e if kind == "dense" else 1)
-                    sec = _median_time(fn, 3, budget_s)
+                    fn, work, elements = _layer_runner(lay, spec.modules[lay.index], kind, e, b)
+                    sec = _median_time(fn, min_reps, budget_s)
                     pts.append([work, sec])
                     if t == threads[0]:
                         mem_pts.append((elements, _saved_bytes(fn)))
@@ -879,8 +896,11 @@ def calibrate(model: str = "cosmoflow", width: float | None = None, size: int | 
     extents = (2, 3, 4) if quick else (2, 4, 8, 16, 32)
     t0 = time.perf_counter()
     log(f"compute: {len(_unique_layers(spec))} layer shapes of {model} (width {spec.width:g}), threads {threads}")
-    compute, saved, adam = _bench_compute(spec, threads, extents, 0.02 if quick else 0.15,
-                                          0.005 if quick else 0.03, log)
+    # each point: the median of >= 5 calls and of as many as fit 0.1 s (up to 25): single
+    # points of 3 calls differed by up to 2x between two calibrations on a shared machine
+    compute, saved, adam = _bench_compute(spec, threads, extents, 0.02 if quick else 0.3,
+                                          0.005 if quick else 0.1, log, min_reps=3 if quick else 5,
+                                          batches=() if quick else (2, 4, 8))
     t1 = time.perf_counter()
     log(f"io: the sample reader at {spec.size}^3")
     io = _bench_io(min(spec.size, 16) if quick else spec.size)

@@ -18,7 +18,7 @@ from tessera.compiler.partition.plan import grid_blocks
 from tessera.compiler.partition.regions import window_input
 from tessera.models.cnn3d import count_macs
 from tessera.training.mesh import Mesh, SpatialGrid as G
-from tessera.training.perfmodel import (OP_KINDS, Calibration, Curve, PlanError, _fit_link, candidates, choose,
+from tessera.training.perfmodel import (OP_KINDS, Calibration, Curve, PlanError, _fastest, _fit_link, candidates, choose,
                                         model_spec, predict, tail_start)
 from tessera.training.spatial import SpatialModel
 
@@ -190,3 +190,12 @@ def test_calibrate_quick(tmp_path):
     spec = model_spec("cosmoflow", WIDTH, SIZE)
     plan = choose(cal, spec, 2, 4)
     assert plan.chosen.step_s > 0 and len(plan.predictions) == 4
+
+
+def test_ties_go_to_the_outermost_split(spec):
+    """A cube split 4 ways along D, H or W predicts alike; the D split is chosen."""
+    cal = _calibration()
+    preds = {str(g): predict(cal, spec, 1, g, 8) for g in (G(1, 1, 4), G(1, 4, 1), G(4, 1, 1))}
+    assert len({round(p.step_s, 12) for p in preds.values()}) == 1
+    assert _fastest(list(preds.values())).grid == "4x1x1"
+    assert _fastest([preds["1x1x4"], preds["1x4x1"]]).grid == "1x4x1"
