@@ -126,7 +126,7 @@ def main() -> None:
         return
 
     from tessera.models.data.cosmology import CosmologyConfig, generate_cosmology
-    from tessera.training.perfmodel import Calibration, calibrate, choose, model_spec, predict, threads_for
+    from tessera.training.perfmodel import Calibration, calibrate, choose, model_spec, threads_for
 
     generate_cosmology(None, CosmologyConfig(n_samples=args.n_samples, size=args.size, seed=0), progress=False)
     load_start = _wait_quiet(args.max_load, args.wait)
