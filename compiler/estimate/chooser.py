@@ -10,8 +10,8 @@ rule for the layers hls4ml implements (Dense, Conv2D: ``_validate_reuse_factor``
 divisors of the multiplier count for Tessera's kernels (``PIPELINE II = reuse_factor``).
 
 Block grid (``partition='auto'``): unpartitioned when that design fits; otherwise the
-overlapped-tile plans (``plan_overlapped``) of candidate grids over the segment output,
-fewest blocks first (as ``grid_for_budget`` orders them), the first whose best design fits
+overlapped-tile plans (``plan_overlapped``) of candidate grids, each up to the cut
+``tessera compile`` makes for it (``choose_cut``), fewest blocks first (as ``grid_for_budget`` orders them), the first whose best design fits
 every resource (a bytes budget alone, ``grid_for_budget``'s criterion, does not capture
 the DSP / LUT / FF that io_parallel arrays and unrolled layers cost).
 """
@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from ..partition import Plan, plan_overlapped, segment_output
+from ..partition.specialise import choose_cut
 from ..partition.runtime import parse_grid
 from .costs import Work
 from .model import IO_TYPES, Design, LayerWork, estimate, layer_works
@@ -150,16 +151,17 @@ def choose_design(graph: Graph, part: Part, io_type: str = "io_parallel", strate
             grids.setdefault(int(np.prod(grid)), grid)
         for grid in [g for n, g in sorted(grids.items()) if n >= need][:MAX_GRIDS]:
             try:
-                plan = plan_overlapped(graph, grid, value)
+                plan = plan_overlapped(graph, grid, choose_cut(graph, grid))  # the cut compile makes
             except UnsupportedModelError:
-                continue  # a grid the planner cannot tile (e.g. finer than the input)
+                continue  # a grid the planner cannot tile (e.g. finer than the input) or that saves nothing
             d = choose_for_grid(graph, part, plan=plan, **kw)
             if d.fits:
                 return d
         return best
     if not partitionable(graph):
         raise UnsupportedModelError("this model has no spatial segment to partition into blocks")
-    return choose_for_grid(graph, part, plan=plan_overlapped(graph, tuple(partition)), **kw)
+    grid = tuple(partition)
+    return choose_for_grid(graph, part, plan=plan_overlapped(graph, grid, choose_cut(graph, grid)), **kw)
 
 
 def choose_reuse(graph: Graph, part: Part | str, io_type: str = "io_parallel", strategy: str = "latency",

@@ -29,6 +29,7 @@ from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from ..ir.types import TensorType
 from ..partition import Plan, plan_overlapped, required_spans
+from ..partition.specialise import choose_cut
 from .costs import Work, node_work, without_padding
 from .parts import Part
 
@@ -230,10 +231,10 @@ def estimate(graph: Graph, part: Part, reuse: dict[str, int] | int = 1, io_type:
              strategy: str = "latency", grid: tuple[int, ...] | None = None, clock_ns: float = 5.0,
              utilization: float = 0.8, plan: Plan | None = None, works: list[LayerWork] | None = None) -> Design:
     """The design estimate for the given reuse factors (one for all layers, or per node
-    name), unpartitioned or on a block grid (an overlapped-tile plan of the segment up to
-    its default cut, or ``plan`` as the partition planner made it)."""
+    name), unpartitioned or on a block grid (an overlapped-tile plan up to the cut
+    ``tessera compile`` makes, ``choose_cut``, or ``plan`` as given)."""
     if plan is None and grid is not None and int(np.prod(grid)) > 1:
-        plan = plan_overlapped(graph, tuple(grid))
+        plan = plan_overlapped(graph, tuple(grid), choose_cut(graph, tuple(grid)))
     if plan is not None and len(plan.blocks) == 1:
         plan = None
     lws = works if works is not None else layer_works(graph, io_type, plan)

@@ -57,8 +57,8 @@ def test_partitioned_macs_equal_the_executed_blocks(exported):
     while it runs every block on the integer reference, and exceed the whole-volume count
     by the plan's redundant fraction."""
     _, g = exported("unet3d")
-    d = estimate(g, get_part("xcu250"), grid=(2, 2, 2))
-    plan = plan_overlapped(g, (2, 2, 2))
+    plan = plan_overlapped(g, (2, 2, 2))  # at the deepest cut (compile would refuse this grid here)
+    d = estimate(g, get_part("xcu250"), plan=plan)
     x = sample_codes(g.values[g.input], 1, seed=0)
     executed = 0
     for b in plan.blocks:
@@ -69,6 +69,27 @@ def test_partitioned_macs_equal_the_executed_blocks(exported):
     assert d.executed_macs == executed + head
     assert d.macs == shape_macs(g) < d.executed_macs
     assert d.executed_macs == pytest.approx(d.macs * (1 + d.redundant_fraction) + 0, rel=0, abs=head + 1)
+
+
+def test_block_grid_estimates_use_the_cut_compile_makes(exported):
+    """estimate(grid=...) plans up to choose_cut, the value `tessera compile --partition`
+    cuts at, and refuses (like compile) a grid that saves nothing."""
+    from tessera.compiler.errors import UnsupportedModelError
+    from tessera.compiler.partition.specialise import choose_cut
+
+    _, g = exported("cosmoflow")
+    tried = 0
+    for grid in [(2, 1, 1), (2, 2, 1), (2, 2, 2)]:
+        try:
+            cut = choose_cut(g, grid)
+        except UnsupportedModelError as exc:
+            with pytest.raises(UnsupportedModelError, match=str(exc).split(":")[0][:20]):
+                estimate(g, get_part("xcu250"), grid=grid)
+            continue
+        d = estimate(g, get_part("xcu250"), grid=grid)
+        assert d.cut == cut and d.grid == grid
+        tried += 1
+    assert tried >= 1
 
 
 @pytest.mark.parametrize("name", ["jet_mlp_w8a8", "digits_cnn_w8a8", "lstm_ternary", "gru_binary",
@@ -120,8 +141,9 @@ def test_monotone_in_block_size(exported, io_type):
     fewer cycles and no fewer MACs (halo recompute)."""
     _, g = exported("unet3d")
     part = get_part("xcu250")
-    designs = [estimate(g, part, 1, io_type, grid=grid) for grid in [(1, 1, 1), (1, 1, 2), (1, 2, 2), (2, 2, 2), (2, 2, 4),
-                                                                      (4, 4, 4)]]
+    grids = [(1, 1, 1), (1, 1, 2), (1, 2, 2), (2, 2, 2), (2, 2, 4), (4, 4, 4)]
+    # one segment for all grids (the deepest cut): the property is about block size alone
+    designs = [estimate(g, part, 1, io_type, plan=plan_overlapped(g, grid) if max(grid) > 1 else None) for grid in grids]
 
     def seg(d):
         return [layer for layer in d.layers if d.grid is None or layer.blocks > 1]

@@ -32,14 +32,17 @@ def test_estimate_writes_json_plot_and_table(exported, tmp_path):
 
 
 def test_estimate_explicit_grid_and_errors(exported, tmp_path):
-    path, _ = exported("unet3d")
+    path, _ = exported("cosmoflow")
     out_json = tmp_path / "grid.json"
     r = CliRunner().invoke(main, ["estimate", str(path), "--part", "vu9p", "--partition", "2x2x2", "--io-type", "stream",
                                   "--json", str(out_json)])
     assert r.exit_code == 0, r.output
+    unet, _ = exported("unet3d")  # 8^3: blocks of a 2x2x2 grid save nothing, as compile says too
+    r = CliRunner().invoke(main, ["estimate", str(unet), "--partition", "2x2x2"])
+    assert r.exit_code == 4 and "saves no on-chip memory" in r.output, r.output
     doc = json.loads(out_json.read_text())
     assert doc["grid"] == [2, 2, 2] and doc["blocks"] == 8 and doc["io_type"] == "io_stream"
-    assert doc["executed_macs_per_sample"] > doc["macs_per_sample"]
+    assert doc["executed_macs_per_sample"] >= doc["macs_per_sample"] and doc["cut"]
     r = CliRunner().invoke(main, ["estimate", str(path), "--partition", "2xa"])
     assert r.exit_code == 4 and len(r.output.strip().splitlines()) == 1 and "AxBxC" in r.output
     r = CliRunner().invoke(main, ["estimate", str(path), "--part", "xc7a35t"])
