@@ -114,12 +114,13 @@ WINDOW_OPS = {"conv", "maxpool", "avgpool", "convtranspose", "upsample"}
 
 
 def partitionable(graph: Graph) -> bool:
-    """A leading spatial segment with spatial dims to cut and at least one window op."""
+    """A leading 3D spatial segment (what ``tessera compile --partition`` cuts into AxBxC
+    blocks) with at least one window op."""
     try:
         value = segment_output(graph)
     except UnsupportedModelError:
         return False
-    if value == graph.input or len(graph.values[value].shape) < 3:
+    if value == graph.input or len(graph.values[value].shape) != 4:
         return False
     ops = {n.op for n in graph.nodes[:[n.output for n in graph.nodes].index(value) + 1]}
     return bool(ops & WINDOW_OPS)

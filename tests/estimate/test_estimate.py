@@ -268,3 +268,14 @@ def test_part_catalogue():
     assert get_part("zu9eg").capacity() == {"dsp": 2520, "lut": 274080, "ff": 548160, "ram_bytes": 912 * 4608}
     with pytest.raises(UnsupportedModelError, match="xcu250"):
         get_part("xc7a35t")
+
+
+def test_only_3d_segments_are_partitioned(exported):
+    """compile --partition cuts AxBxC blocks of 3D volumes: a 2D CNN gets no block grid from
+    the chooser (it chose 1x2 once, which compile then refused)."""
+    from tessera.compiler.estimate.chooser import partitionable
+
+    assert not partitionable(exported("digits_cnn_w8a8")[1])
+    assert partitionable(exported("cosmoflow")[1])
+    d = choose_design(exported("digits_cnn_w8a8")[1], get_part("zu9eg"), "io_parallel", partition="auto")
+    assert d.grid is None
