@@ -26,8 +26,11 @@ pytestmark = pytest.mark.slow
 def _start(model: Path, out: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # many testbench samples: the write phase lasts long enough to be hit at several moments
+    # SIGINT at its default: a test runner started in the background inherits it ignored, and
+    # Python then never raises KeyboardInterrupt (what Ctrl-C in a terminal does)
     return subprocess.Popen([sys.executable, "-m", "tessera.compiler", "compile", str(model), "-o", str(out),
-                             "--tb-samples", "20000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+                             "--tb-samples", "20000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_tmp(proc: subprocess.Popen, out: Path, timeout: float = 120.0) -> Path:
@@ -74,11 +77,15 @@ def test_ctrl_c_cleans_up(tmp_path, make_qonnx_mlp):
     model = make_qonnx_mlp(tmp_path / "m.onnx")
     out = tmp_path / "prj"
     interrupted = 0
-    for delay in (0.0, 0.005, 0.01, 0.02):
+    for delay in (0.0, 0.0, 0.0, 0.002, 0.005, 0.01):
         proc = _start(model, out)
         tmp = _wait_for_tmp(proc, out)
+        # frozen while it writes, Ctrl-C queued, then thawed: the interrupt lands mid-write
+        # however fast this machine writes the project
+        proc.send_signal(signal.SIGSTOP)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGCONT)
         text = proc.communicate(timeout=60)[0].decode()
         if out.exists():  # finished first
             assert proc.returncode == 0 and (out / "tessera.json").is_file()
