@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,10 @@ def _handle_errors(fn):
             if debug:
                 raise
             console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            if getattr(exc, "hard_exit", False):
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(exc.exit_code)
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException:
             raise  # usage errors: click prints them and exits 2

@@ -35,6 +35,9 @@ class RankFailure(TesseraError):
     hangs) or lost its peer (the rank died)."""
 
     exit_code = 11
+    #: exit at once after the message: tearing down a process group whose peer is stuck can
+    #: abort the interpreter's shutdown (SIGABRT seen in CI), which would hide the exit code
+    hard_exit = True
 
 
 #: what gloo / NCCL / the store say when a peer is stuck or gone
