@@ -35,9 +35,12 @@ class RankFailure(TesseraError):
     hangs) or lost its peer (the rank died)."""
 
     exit_code = 11
-    #: exit at once after the message: tearing down a process group whose peer is stuck can
-    #: abort the interpreter's shutdown (SIGABRT seen in CI), which would hide the exit code
-    hard_exit = True
+
+    def __init__(self, message: str, hard_exit: bool = False):
+        super().__init__(message)
+        #: exit at once after the message (a timeout: tearing down a process group whose peer
+        #: is stuck can abort the interpreter's shutdown, SIGABRT seen in CI, hiding the code)
+        self.hard_exit = hard_exit
 
 
 #: what gloo / NCCL / the store say when a peer is stuck or gone

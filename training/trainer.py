@@ -353,8 +353,9 @@ def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainR
         if not any(w in str(exc).lower() for w in PEER_FAILURE_WORDS):
             raise
         rank = dist.get_rank() if dist.is_initialized() else "?"
+        timed_out = any(w in str(exc).lower() for w in ("timed out", "timeout"))
         raise RankFailure(f"rank {rank}: another rank stopped answering (limit --collective-timeout "
-                          f"{cfg.timeout_s:g} s): {text[:200]}") from None
+                          f"{cfg.timeout_s:g} s): {text[:200]}", hard_exit=timed_out) from None
 
 
 def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
