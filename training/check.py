@@ -110,6 +110,16 @@ def _load_fresh(net: nn.Module, state: dict) -> None:
         raise KeyError(f"state does not fit the model: {bad[:3]}")
 
 
+def _single(spec: EquivalenceSpec, state: dict) -> nn.Module:
+    """The single-process form that sharded training equals, from ``state``: the shared
+    percentile statistic goes in after the load (brevitas rebuilds its quantizers on
+    ``load_state_dict``, which would bring its own statistic back)."""
+    torch.manual_seed(spec.seed)
+    net, _ = _build(spec)
+    _load_fresh(net, state)
+    return use_shared_percentile(net)
+
+
 def _steps(model: nn.Module, params: dict[str, nn.Parameter], x: torch.Tensor,
            y: torch.Tensor, count: int, spec: EquivalenceSpec, after_backward=None,
            loss_total=None) -> dict:
@@ -228,10 +238,7 @@ def run_thread_noise(spec: EquivalenceSpec, threads: tuple[int, int] = (1, 2)) -
     try:
         for t in threads:
             torch.set_num_threads(t)
-            torch.manual_seed(spec.seed)
-            n, _ = _build(spec)
-            use_shared_percentile(n)
-            _load_fresh(n, state)
+            n = _single(spec, state)
             recs.append(_steps(n, dict(n.named_parameters()), x.clone().requires_grad_(True), y, y.numel(), spec))
     finally:
         torch.set_num_threads(before)
@@ -256,10 +263,7 @@ def run_equivalence(spec: EquivalenceSpec) -> dict:
                            join=True, start_method="fork")
         ranks = [torch.load(Path(folder) / f"rank{r}.pt", weights_only=False) for r in range(spec.world)]
     # single-process reference from the same initial state
-    torch.manual_seed(spec.seed)
-    ref_net, _ = _build(spec)
-    use_shared_percentile(ref_net)
-    _load_fresh(ref_net, state)
+    ref_net = _single(spec, state)
     xr = x.clone().requires_grad_(True)
     ref = _steps(ref_net, dict(ref_net.named_parameters()), xr, y, y.numel(), spec)
     # reassemble the sharded outputs and input gradient

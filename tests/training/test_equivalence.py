@@ -61,6 +61,68 @@ def test_unet_step_equals_single_process():
     _check(r, 1)
 
 
+def test_cosmoflow_float32_twenty_adam_steps():
+    """The brevitas CosmoFlow in float32, mixed data x spatial, through both activation-scale
+    phases: the first step within 1e-5 and the parameters after 20 Adam steps within 1e-4."""
+    r = run_equivalence(EquivalenceSpec("cosmoflow", (11, 11, 11), data=2, grid=G(1, 2, 1), width=0.125,
+                                        steps=20, dtype="float32"))
+    _check(r, 20)
+
+
+def test_unet_twenty_adam_steps_float64():
+    """20 Adam steps of the U-Net: the trajectories stay together (the reference once used
+    brevitas' own percentile statistic, whose gradient picks one of several tied elements,
+    and parted from the sharded run at step 3)."""
+    r = run_equivalence(EquivalenceSpec("unet3d", (16, 16, 16), grid=G(1, 1, 2), width=0.0625,
+                                        steps=20, dtype="float64"))
+    _check(r, 20)
+    assert r["params_after"]["max_rel"] <= 1e-9, r["params_after"]
+
+
+def test_reference_runs_the_shared_percentile(monkeypatch):
+    """The single-process reference trains with the shared-tie percentile, as the sharded run
+    does: brevitas' own statistic is never called (loading the initial state after swapping
+    it in brought brevitas' back, and the two runs parted where tied elements got the scale
+    gradient differently)."""
+    import torch
+    from brevitas.core.stats.stats_op import AbsPercentile
+
+    from tessera.training.check import _problem, _single
+
+    spec = EquivalenceSpec("unet3d", (16, 16, 16), width=0.0625, steps=1)
+    x, _, state = _problem(spec)
+
+    def refuse(*a, **k):
+        raise AssertionError("brevitas' AbsPercentile ran in the reference")
+
+    monkeypatch.setattr(AbsPercentile, "forward", refuse)
+    net = _single(spec, state).train()
+    with torch.no_grad():
+        net(x)
+
+
+@pytest.mark.parametrize("pads,stride", [(((1, 0), (0, 1), (1, 1)), (1, 1, 1)), (((1, 0), (0, 1), (0, 0)), (2, 2, 1)),
+                                         (((2, 1), (0, 2), (2, 2)), (2, 1, 3)), (((0, 0), (1, 0), (0, 1)), (1, 2, 2))])
+def test_conv_padding_split_equals_explicit_padding(pads, stride):
+    """The conv's own symmetric padding + cropping (or ``F.pad`` of the rest) is the padded
+    convolution exactly (float64, integer-valued data; the backward runs the same call's
+    ``convolution_backward``, checked by the equivalence tests)."""
+    import torch
+    import torch.nn.functional as F
+
+    from tessera.training.halo import _conv_pads
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-4, 5, (2, 3, 9, 8, 7), generator=g).double()
+    w = torch.randint(-3, 4, (4, 3, 3, 3, 3), generator=g).double()
+    flat_all = [v for lo_hi in reversed(pads) for v in lo_hi]
+    ref = F.conv3d(F.pad(x, flat_all), w, None, stride)
+    sym, flat, crop = _conv_pads(pads, (3, 3, 3), stride, x.shape[2:])
+    out = F.conv3d(F.pad(x, flat), w, None, stride, sym)
+    out = out[crop] if crop is not None else out
+    assert out.shape == ref.shape and torch.equal(out, ref)
+
+
 def test_replica_batchnorm_over_the_spatial_group():
     """bn_stats='replica' reduces over the sample's spatial group: with one replica that is
     single-process BatchNorm again."""
