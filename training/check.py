@@ -252,8 +252,27 @@ def run_thread_noise(spec: EquivalenceSpec, threads: tuple[int, int] = (1, 2)) -
     return rep
 
 
-def run_equivalence(spec: EquivalenceSpec) -> dict:
-    """Run ``spec`` distributed and single-process; the largest relative differences."""
+def _float64_first_step(spec: EquivalenceSpec, state: dict, x: torch.Tensor, y: torch.Tensor) -> dict:
+    """The recorded step of the single-process form in float64 from the same (float32)
+    weights and data: the exact result, to float32's resolution."""
+    s64 = EquivalenceSpec(**{**asdict(spec), "grid": spec.grid, "dtype": "float64", "steps": spec.record_step + 1})
+    net = _single(s64, {k: (v.double() if v.is_floating_point() else v) for k, v in state.items()})
+    return _steps(net, dict(net.named_parameters()), x.double().requires_grad_(True), y.double(), y.numel(), s64)
+
+
+def _worst_vs(truth: dict, out: torch.Tensor, grads: list[dict], gin: torch.Tensor) -> dict:
+    """Largest ``max |a - b| / max |b|`` of the output, every gradient and the input gradient
+    against ``truth``."""
+    worst = {"output": _rel(out.double(), truth["out"]), "input_grad": _rel(gin.double(), truth["input_grad"]),
+             "grads": max(_rel(g[n].double(), t) for g in grads for n, t in truth["grads"].items())}
+    worst["all"] = max(worst.values())
+    return worst
+
+
+def run_equivalence(spec: EquivalenceSpec, exact: bool = False) -> dict:
+    """Run ``spec`` distributed and single-process; the largest relative differences.
+    ``exact``: also both runs' distance from the float64 single-process step
+    (``report['vs_float64']``)."""
     import torch.multiprocessing as mp
 
     x, y, state = _problem(spec)
@@ -294,4 +313,8 @@ def run_equivalence(spec: EquivalenceSpec) -> dict:
                 worst["l2_rel"] = max(worst["l2_rel"], _rel2(r[key][n], t))
         report["grads" if key == "grads" else "params_after"] = worst
     report["loss_curve_max_rel"] = max(abs(a - b) / abs(b) for a, b in zip(ranks[0]["losses"], ref["losses"]))
+    if exact:
+        truth = _float64_first_step(spec, state, x, y)
+        report["vs_float64"] = {"sharded": _worst_vs(truth, out, [r["grads"] for r in ranks], gin),
+                                "single": _worst_vs(truth, ref["out"], [ref["grads"]], ref["input_grad"])}
     return report
