@@ -1,5 +1,5 @@
 """Writes docs/results/training.md from the measured JSON files of the training companion:
-training_equivalence.json (bench/training_equivalence.py), training_memory.json
+training_equivalence.json and training_equivalence_seeds.json (bench/training_equivalence.py), training_memory.json
 (bench/training_memory.py), training_science.json (bench/training_science.py),
 gpu_check_cpu.json / gpu_check.json (bench/gpu_check.sh)."""
 
@@ -25,21 +25,51 @@ def equivalence(rows) -> list[str]:
     out = ["## 1. Equivalence with single-process training", "",
            "`python bench/training_equivalence.py` (gloo, CPU processes; the single-process run starts from the "
            "same weights and mini-batch of 4 samples).  Largest relative difference `max|a-b| / max|b|` per "
-           "tensor (for gradients and parameters: the worst tensor); one step = first step's outputs, loss, every "
-           "parameter gradient, input gradient; params = every parameter after the last of `steps` Adam steps "
-           "(activation-scale statistics phase shortened to 10 steps, so 20 steps cover both brevitas phases).  "
+           "tensor (for gradients and parameters: the worst tensor; *L2*: the largest `||a-b|| / ||b||` over the "
+           "gradient tensors); one step = first step's outputs, loss, every parameter gradient, input gradient; "
+           "params = every parameter after the last of `steps` optimizer steps (Adam, or SGD with momentum 0.9; "
+           "activation-scale statistics phase shortened to 10 steps, so 20 steps cover both brevitas phases).  "
            "Rows *threads 1 vs 2*: two single-process runs that differ only in the number of threads -- the "
            "float32 noise floor of the same measure.", "",
-           "| model | volume | data x spatial | ranks | dtype | steps | output | loss | param grads (worst) | input grad | params after |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| model | volume | data x spatial | ranks | dtype | optimizer | steps | output | loss | param grads (worst) "
+           "| param grads L2 | input grad | params after |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = r["spec"]
         params = _e(r["params_after"]["max_rel"]) if r["steps"] > 1 else "-"
         mesh = s["grid"] if s["grid"].startswith("threads") else f"{s['data']} x {s['grid']}"
+        l2 = _e(r["grads"]["l2_rel"]) if "l2_rel" in r["grads"] else "-"
         out.append(f"| {s['model']} | {'x'.join(map(str, s['extent']))} | {mesh} | {r['world']} | "
-                   f"{s['dtype']} | {r['steps']} | {_e(r['output']['max_rel'])} | {_e(r['loss']['max_rel'])} | "
-                   f"{_e(r['grads']['max_rel'])} ({r['grads']['worst']}) | {_e(r['input_grad']['max_rel'])} | {params} |")
+                   f"{s['dtype']} | {s.get('optimizer', 'adam')} | {r['steps']} | {_e(r['output']['max_rel'])} | "
+                   f"{_e(r['loss']['max_rel'])} | {_e(r['grads']['max_rel'])} ({r['grads']['worst']}) | {l2} | "
+                   f"{_e(r['input_grad']['max_rel'])} | {params} |")
     return out + [""]
+
+
+def equivalence_seeds(rows) -> list[str]:
+    out = ["### The first float32 step over seeds", "",
+           "`python bench/training_equivalence.py --seeds-sweep " + " ".join(str(s) for s in sorted({r["seed"] for r in rows}))
+           + "`: the brevitas models' first float32 step for several initial weights and mini-batches, sharded vs "
+           "single-process, next to two single-process runs with 1 and 2 threads (same measure), and each float32 "
+           "run's distance from the float64 single-process step from the same weights and data (the worst of output, "
+           "every gradient and the input gradient).", "",
+           "| model | data x spatial | seed | sharded: output | grads (worst) | input grad | threads 1 vs 2: output "
+           "| grads (worst) | input grad | sharded vs float64 | single vs float64 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        d, t = r["sharded"], r["threads"]
+        out.append(f"| {r['model']} | {r['data']} x {r['grid']} | {r['seed']} | {_e(d['output']['max_rel'])} | "
+                   f"{_e(d['grads']['max_rel'])} ({d['grads']['worst']}) | {_e(d['input_grad']['max_rel'])} | "
+                   f"{_e(t['output']['max_rel'])} | {_e(t['grads']['max_rel'])} ({t['grads']['worst']}) | "
+                   f"{_e(t['input_grad']['max_rel'])} | {_e(r['vs_float64']['sharded']['all'])} | "
+                   f"{_e(r['vs_float64']['single']['all'])} |")
+    worst = lambda x: max(x["grads"]["max_rel"], x["input_grad"]["max_rel"], x["output"]["max_rel"])  # noqa: E731
+    n_ok = sum(worst(r["sharded"]) <= 1e-5 for r in rows)
+    n_t = sum(worst(r["threads"]) <= 1e-5 for r in rows)
+    return out + ["", f"Within 1e-5 (output, every gradient, input gradient): sharded vs single-process in {n_ok} of "
+                  f"{len(rows)} cases; single-process 1 vs 2 threads in {n_t} of {len(rows)}; from the float64 step: "
+                  f"sharded in {sum(r['vs_float64']['sharded']['all'] <= 1e-5 for r in rows)}, single-process in "
+                  f"{sum(r['vs_float64']['single']['all'] <= 1e-5 for r in rows)} of {len(rows)}.", ""]
 
 
 def memory(rows) -> list[str]:
@@ -87,7 +117,9 @@ def science(d, name) -> list[str]:
                 f"crops per crop {c.mean():.4f} +- {c.std(ddof=1) if len(c) > 1 else 0:.4f}, crops averaged per universe "
                 f"{u.mean():.4f} +- {u.std(ddof=1) if len(u) > 1 else 0:.4f} (mean +- sample std).  The 64^3 model is "
                 f"lower than the per-crop error in {int((f < c).sum())} of {len(seeds)} seeds and lower than the "
-                f"universe-averaged crop predictions in {int((f < u).sum())} of {len(seeds)}."]
+                f"universe-averaged crop predictions in {int((f < u).sum())} of {len(seeds)}.  Paired by seed, "
+                f"64^3 minus per-crop: {(f - c).mean():+.4f} +- {(f - c).std(ddof=1) if len(f) > 1 else 0:.4f}; "
+                f"64^3 minus universe-averaged crops: {(f - u).mean():+.4f} +- {(f - u).std(ddof=1) if len(f) > 1 else 0:.4f}."]
     return out + ["", f"![science]({name}.png)", ""]
 
 
@@ -108,6 +140,8 @@ def main() -> int:
              "JSON files next to this page, written by the benchmark named in each section.", ""]
     if (eq := _load("training_equivalence.json")) is not None:
         lines += equivalence(eq)
+    if (eqs := _load("training_equivalence_seeds.json")) is not None:
+        lines += equivalence_seeds(eqs)
     if (mem := _load("training_memory.json")) is not None:
         lines += memory(mem)
     lines += ["## 3. I/O", "", "Measured by the tests (tests/training/test_io.py, tests/training/test_trainer.py): "
