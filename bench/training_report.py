@@ -90,14 +90,17 @@ def memory(rows) -> list[str]:
 
 
 def science(d, name) -> list[str]:
-    extra = "" if name == "training_science" else f" --name {name}"
-    out = [f"### {d['epochs']} epochs", "",
+    crop = d.get("crop", 32)
+    per = (64 // crop) ** 3
+    extra = ("" if crop == 32 else f" --crop {crop}") + ("" if name == "training_science" else f" --name {name}")
+    out = [f"### {crop}^3 crops, {d['epochs']} epochs", "",
            f"`python bench/training_science.py --seeds {' '.join(str(s) for s in sorted({r['seed'] for r in d['runs']}))} "
            f"--epochs {d['epochs']}{extra}` -- {d['n_universes']} synthetic universes (data seed {d['data_seed']}), "
            f"CosmoFlow width {d['width']}, lr {d['lr']}, {d['epochs']} epochs, permutation + flip augmentation.  "
-           "64^3: whole volumes split over 2 ranks (1 x 2x1x1), batch 8; crops: the 8 octants of every universe, "
-           "2 data-parallel ranks, batch 64 (same voxels per step, same steps per epoch).  Validation: the same "
-           "held-out universes; the crop model per crop and on the mean of a universe's 8 crop predictions.", "",
+           f"64^3: whole volumes split over 2 ranks (1 x 2x1x1), batch 8; crops: the {per} non-overlapping {crop}^3 "
+           f"crops of every universe, 2 data-parallel ranks, batch {8 * per} (same voxels per step, same steps per "
+           "epoch).  Validation: the same held-out universes; the crop model per crop and on the mean of a "
+           f"universe's {per} crop predictions.", "",
            "| setting | seed | train samples | validation MSE (per sample) | per-universe mean of crops | train-mean predictor | training [s] |",
            "|---|---|---|---|---|---|---|"]
     for r in d["runs"]:
@@ -150,7 +153,7 @@ def main() -> int:
               "6 x its 13,824-byte block and nothing else of the volumes.", ""]
     sci = [(p.stem, json.loads(p.read_text())) for p in sorted(RES.glob("training_science*.json"))]
     if sci:
-        lines += ["## 4. Whole 64^3 volumes vs 32^3 crops", ""]
+        lines += ["## 4. Whole 64^3 volumes vs crops", ""]
         for name, d in sci:
             lines += science(d, name)
     if (g := _load("gpu_check.json")) is not None:

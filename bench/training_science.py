@@ -7,8 +7,9 @@ cosmology per universe, the last 20 % of the universes held out):
 
 * **64^3**: whole volumes, CosmoFlow with its input at 64^3, each sample split over 2 ranks
   (``--spatial 2x1x1``), global mini-batch 8 volumes;
-* **32^3 crops**: the 8 non-overlapping 32^3 octants of every universe as samples, the same
-  CosmoFlow builder at 32^3, 2 data-parallel ranks, global mini-batch 64 crops (the same
+* **32^3 crops** (``--crop C`` for another edge): the 8 non-overlapping 32^3 octants of every
+  universe as samples, the same CosmoFlow builder at 32^3, 2 data-parallel ranks, global
+  mini-batch 64 crops (8 x (64/C)^3 for edge C; the same
   voxels per step, hence the same number of optimizer steps per epoch);
 
 same width, learning rate, schedule, epochs and augmentation (random axis permutations and
@@ -83,7 +84,7 @@ def _per_universe(m: dict, per: int) -> float:
     return float(np.mean(errs))
 
 
-def _plot(rows, path: Path) -> None:
+def _plot(rows, path: Path, crop: int = 32) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -97,7 +98,7 @@ def _plot(rows, path: Path) -> None:
                 label=f"{r['setting']} seed {r['seed']}")
     if rows:
         ax.axhline(rows[0]["baseline"], color="grey", ls=":", label="train-mean predictor")
-    ax.set(xlabel="epoch", ylabel="validation MSE (per sample)", title="CosmoFlow: whole 64^3 volumes vs 32^3 crops")
+    ax.set(xlabel="epoch", ylabel="validation MSE (per sample)", title=f"CosmoFlow: whole 64^3 volumes vs {crop}^3 crops")
     ax.legend(fontsize=7)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -118,6 +119,7 @@ def main(argv=None) -> int:
     p.add_argument("--width", type=float, default=0.25)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--n-samples", type=int, default=320)
+    p.add_argument("--crop", type=int, default=32, help="crop edge (a divisor of 64); batch 8 x (64/crop)^3 crops")
     p.add_argument("--data-seed", type=int, default=7)
     p.add_argument("--runs", type=Path, default=None, help="run folders (default: the data cache)")
     p.add_argument("--results", type=Path, default=ROOT / "docs" / "results")
@@ -131,11 +133,13 @@ def main(argv=None) -> int:
     from tessera.training.trainer import write_crops
 
     full = generate_cosmology(None, CosmologyConfig(n_samples=a.n_samples, size=64, seed=a.data_seed))
-    crops = write_crops(full, full.parent / f"crops32_of_{full.name}", 32)
+    per = (64 // a.crop) ** 3
+    crops = write_crops(full, full.parent / f"crops{a.crop}_of_{full.name}", a.crop)
     runs = a.runs or cache_dir() / "training_science" / f"w{a.width:g}_e{a.epochs}_lr{a.lr:g}"
     rows = []
     for seed in a.seeds:
-        for setting, folder, data, spatial, batch in (("64^3", full, 1, "2x1x1", 8), ("32^3 crops", crops, 2, "1x1x1", 64)):
+        for setting, folder, data, spatial, batch in (("64^3", full, 1, "2x1x1", 8),
+                                                      (f"{a.crop}^3 crops", crops, 2, "1x1x1", 8 * per)):
             m = _launch(runs / f"{setting.split()[0].replace('^', '')}_{'crops' if 'crops' in setting else 'full'}_s{seed}",
                         folder, data, spatial, batch, a, seed)
             row = {"setting": setting, "seed": seed, "val_mse": m["metric"], "baseline": m["baseline_val_mse_train_mean"],
@@ -143,14 +147,14 @@ def main(argv=None) -> int:
                    "n_train": m["n_train"], "n_val": m["n_val"], "mesh": m["mesh"], "batch_size": m["batch_size"],
                    "train_seconds": m["train_seconds"], "step_seconds_median": m["step_seconds_median"]}
             if "crops" in setting:
-                row["val_mse_universe_mean"] = _per_universe(m, 8)
+                row["val_mse_universe_mean"] = _per_universe(m, per)
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k not in ("val_curve", "train_loss", "mesh")}), flush=True)
     out = {"epochs": a.epochs, "width": a.width, "lr": a.lr, "n_universes": a.n_samples, "data_seed": a.data_seed,
-           "runs": rows}
+           "crop": a.crop, "runs": rows}
     a.results.mkdir(parents=True, exist_ok=True)
     (a.results / f"{a.name}.json").write_text(json.dumps(out, indent=1) + "\n")
-    _plot(rows, a.results / f"{a.name}.png")
+    _plot(rows, a.results / f"{a.name}.png", a.crop)
     return 0
 
 
