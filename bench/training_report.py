@@ -118,7 +118,8 @@ def science(d, name) -> list[str]:
         u = np.array([crop[k]["val_mse_universe_mean"] for k in seeds])
         out += ["", f"Over {len(seeds)} seeds: 64^3 {f.mean():.4f} +- {f.std(ddof=1) if len(f) > 1 else 0:.4f}, "
                 f"crops per crop {c.mean():.4f} +- {c.std(ddof=1) if len(c) > 1 else 0:.4f}, crops averaged per universe "
-                f"{u.mean():.4f} +- {u.std(ddof=1) if len(u) > 1 else 0:.4f} (mean +- sample std).  The 64^3 model is "
+                f"{u.mean():.4f} +- {u.std(ddof=1) if len(u) > 1 else 0:.4f} (mean +- sample std; medians {np.median(f):.4f}, "
+                f"{np.median(c):.4f}, {np.median(u):.4f}).  The 64^3 model is "
                 f"lower than the per-crop error in {int((f < c).sum())} of {len(seeds)} seeds and lower than the "
                 f"universe-averaged crop predictions in {int((f < u).sum())} of {len(seeds)}.  Paired by seed, "
                 f"64^3 minus per-crop: {(f - c).mean():+.4f} +- {(f - c).std(ddof=1) if len(f) > 1 else 0:.4f}; "
