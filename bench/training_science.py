@@ -125,6 +125,8 @@ def main(argv=None) -> int:
     p.add_argument("--results", type=Path, default=ROOT / "docs" / "results")
     p.add_argument("--name", default="training_science", help="result files NAME.json / NAME.png")
     a = p.parse_args(argv)
+    if a.crop < 1 or 64 % a.crop:
+        p.error(f"--crop {a.crop}: expected a divisor of the 64^3 volume's edge (8, 16 or 32)")
     if a.worker:
         return _worker(a)
 
