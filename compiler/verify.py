@@ -13,16 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .emit import read_manifest, sha256
+from .writer import read_manifest, sha256
 from .errors import InputDataError, ProjectError
 from .frontend import compile_ir
 from .frontend.recurrent import RECURRENT_OPS
 from .ops.quant import quantize_float
-from .reference.emit import OrtReference, emit_reference
+from .reference.model import OrtReference, reference_model
 from .reference.interpret import run_ir
 from .samples import sample_codes
+from .partition import default_workers
 from .partition.project import open_sim
-from .partition.runtime import default_workers
 
 
 @dataclass
@@ -89,7 +89,11 @@ def _run_user_model(model, x: np.ndarray, out_shape, custom: bool) -> np.ndarray
         return np.stack([np.asarray(execute_onnx(wrapper, {iname: x[i : i + 1]})[oname]).reshape(out_shape) for i in range(len(x))])
     import onnxruntime as ort
 
-    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    # the graph as written: ORT's optimizer fuses QuantizeLinear/DequantizeLinear pairs into
+    # 8-bit integer kernels whose results depend on the CPU (int16 saturation without VNNI)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return np.stack([s.run(None, {s.get_inputs()[0].name: x[i : i + 1]})[0].reshape(out_shape) for i in range(len(x))])
 
 
@@ -108,25 +112,34 @@ def framework_agreement(expected: str | Path, ref_data: np.ndarray, graph) -> di
             "max_abs_difference": float(np.max(np.abs(y.reshape(want.shape) - want))) if differ.size else 0.0}
 
 
-def load_inputs(path: str | Path, manifest: dict) -> np.ndarray:
-    """Real-valued inputs from .npy -> codes with the model's input Quant."""
+def read_array(path: str | Path) -> np.ndarray:
+    """A ``.npy`` array (no pickles), or a one-line error naming the file."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputDataError(f"cannot read input array {path}: {exc}") from None
+
+
+def quantize_inputs(x: np.ndarray, manifest: dict, what: str = "input") -> np.ndarray:
+    """Real-valued inputs ``(N, *shape)`` (or one sample) -> codes with the model's input Quant."""
     from .ir.types import FixedType
     from .ops.quant import Attrs
 
-    try:
-        x = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise InputDataError(f"cannot read input array {path}: {exc}") from None
     shape = tuple(manifest["input"]["shape"])
     if x.shape[1:] != shape:
         if x.shape == shape:
             x = x[None]
         else:
-            raise InputDataError(f"{path}: array of shape {x.shape} does not match the model input (N, {', '.join(map(str, shape))})")
+            raise InputDataError(f"{what}: array of shape {x.shape} does not match the model input (N, {', '.join(map(str, shape))})")
     if not np.all(np.isfinite(x)):
-        raise InputDataError(f"{path}: contains NaN or Inf")
+        raise InputDataError(f"{what}: contains NaN or Inf")
     q = manifest["input_quant"]
     return quantize_float(Attrs(FixedType(q["width"], q["frac"], q["signed"]), q["narrow"], q["rounding"]), x)
+
+
+def load_inputs(path: str | Path, manifest: dict) -> np.ndarray:
+    """Real-valued inputs from .npy -> codes with the model's input Quant."""
+    return quantize_inputs(read_array(path), manifest, str(path))
 
 
 def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: int = 0, data: str | Path | None = None,
@@ -146,7 +159,7 @@ def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: i
         n_data = len(extra)
         codes = np.concatenate([codes, extra])
     t1 = time.perf_counter()
-    ref = OrtReference(emit_reference(graph)).run(codes)
+    ref = OrtReference(reference_model(graph)).run(codes)
     t2 = time.perf_counter()
     sem = run_ir(graph, codes)
     t3 = time.perf_counter()

@@ -26,10 +26,9 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
-from ..partition import Plan, plan_overlapped, segment_output
-from ..partition.specialise import choose_cut
-from ..partition.runtime import parse_grid
-from .costs import Work
+from ..ops import OPS, Trait
+from ..ops.work import Work
+from ..partition import Plan, choose_cut, parse_grid, plan_overlapped, segment_output
 from .model import IO_TYPES, Design, LayerWork, estimate, layer_works
 from .parts import Part
 
@@ -109,21 +108,18 @@ def choose_for_grid(graph: Graph, part: Part, io_type: str = "io_parallel", stra
     return design(targets[lo])
 
 
-#: Ops whose output pixels read a neighbourhood: a segment without one has nothing to tile.
-WINDOW_OPS = {"conv", "maxpool", "avgpool", "convtranspose", "upsample"}
-
-
 def partitionable(graph: Graph) -> bool:
     """A leading 3D spatial segment (what ``tessera compile --partition`` cuts into AxBxC
-    blocks) with at least one window op."""
+    blocks) with at least one op whose output pixels read a neighbourhood (window or
+    scatter): a segment without one has nothing to tile."""
     try:
         value = segment_output(graph)
     except UnsupportedModelError:
         return False
     if value == graph.input or len(graph.values[value].shape) != 4:
         return False
-    ops = {n.op for n in graph.nodes[:[n.output for n in graph.nodes].index(value) + 1]}
-    return bool(ops & WINDOW_OPS)
+    segment = graph.nodes[:[n.output for n in graph.nodes].index(value) + 1]
+    return any(OPS[n.op].traits & {Trait.WINDOW, Trait.SCATTER} for n in segment)
 
 
 def choose_design(graph: Graph, part: Part, io_type: str = "io_parallel", strategy: str = "latency",

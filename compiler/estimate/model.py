@@ -20,20 +20,53 @@ sample's II is ``max(blocks x segment II, head II)``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from ..ir.graph import Graph
+from ..ir.graph import Graph, Node
 from ..ir.types import TensorType
-from ..partition import Plan, plan_overlapped, required_spans
-from ..partition.specialise import choose_cut
-from .costs import Work, node_work, without_padding
-from .parts import Part
+from ..ops import OPS
+from ..ops.cellprog import Codebook
+from ..ops.work import Work
+from ..partition import Plan, choose_cut, plan_overlapped, required_spans
+from .parts import DSP_A_BITS, DSP_B_BITS, Part
 
 IO_TYPES = ("io_parallel", "io_stream")
+#: A product whose operand widths sum to at most this many bits is built from LUTs (an
+#: assumption following the hls4ml studies, see docs/estimate.md), wider ones use DSP48E2s.
+LUT_MULT_MAX_BITS = 10
+
+
+def mult_cost(kind: str, x_bits: int, w_bits: int) -> tuple[str, int, int]:
+    """(dsp | lut, LUTs per multiplier, DSP48E2s per multiplier) of one product.
+
+    Codebook weights multiply by sign selection (binary, ternary) plus a one-bit shift
+    (quaternary): a conditional negation of x, about one LUT per bit.  Narrow integer
+    products (operand widths summing to <= LUT_MULT_MAX_BITS) are LUT array multipliers,
+    about x_bits * w_bits LUTs.  Wider products use DSP48E2 slices (27 x 18 bits), tiled.
+    """
+    if Codebook(kind).storage_bits is not None:
+        return "lut", x_bits + (1 if kind == Codebook.QUATERNARY else 0), 0
+    if x_bits + w_bits <= LUT_MULT_MAX_BITS:
+        return "lut", x_bits * w_bits, 0
+    tiles = min(math.ceil(x_bits / DSP_A_BITS) * math.ceil(w_bits / DSP_B_BITS),
+                math.ceil(x_bits / DSP_B_BITS) * math.ceil(w_bits / DSP_A_BITS))
+    return "dsp", 0, tiles
+
+
+def node_work(node: Node, ins: list[TensorType], out: TensorType, io: str) -> Work:
+    """The op's cost facet: what the node's kernel does for one sample."""
+    return OPS[node.op].cost(node.attrs, ins, out, io)
+
+
+def without_padding(node: Node, rank: int) -> Node:
+    """The node with its zero padding removed (``rank`` spatial dims): a block's local input
+    span already holds the padding (zero-filled), as the overlapped-tile execution runs it."""
+    return dataclasses.replace(node, attrs=OPS[node.op].with_pads(node.attrs, (0,) * (2 * rank)))
 STRATEGIES = ("latency", "resource")
 RESOURCES = ("dsp", "lut", "ff", "ram_bytes")
 
@@ -193,7 +226,8 @@ def layer_works(graph: Graph, io_type: str, plan: Plan | None = None) -> list[La
     out = []
     for n in graph.nodes:
         if n.output in spans:
-            w = node_work(without_padding(n), [local[v] for v in n.inputs], local[n.output], io_type)
+            w = node_work(without_padding(n, len(local[n.output].shape) - 1), [local[v] for v in n.inputs],
+                          local[n.output], io_type)
             out.append(LayerWork(n.name, n.op, w, len(plan.blocks), full[n.name].macs))
         else:
             out.append(LayerWork(n.name, n.op, full[n.name], 1, full[n.name].macs))
@@ -206,8 +240,9 @@ def layer_estimate(lw: LayerWork, reuse: int, io_type: str, strategy: str) -> La
         raise UnsupportedModelError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy}")
     r = reuse if w.reusable else 1
     n = math.ceil(w.mults / r) if w.mults else 0
-    dsp = n * w.dsp_per_mult
-    lut = n * (w.lut_per_mult + w.acc_bits) + w.lanes * w.lut_per_lane
+    mult_kind, lut_per_mult, dsp_per_mult = mult_cost(w.weight_kind, w.x_bits, w.w_bits) if w.mults else ("none", 0, 0)
+    dsp = n * dsp_per_mult
+    lut = n * (lut_per_mult + w.acc_bits) + w.lanes * w.lut_per_lane
     ff = n * (w.x_bits + w.w_bits + w.acc_bits) + w.lanes * w.ff_per_lane
     ram_bits = w.state_bits + (w.line_buffer_bits if io_type == "io_stream" else 0)
     if io_type == "io_parallel":
@@ -221,10 +256,10 @@ def layer_estimate(lw: LayerWork, reuse: int, io_type: str, strategy: str) -> La
     return LayerEstimate(
         node=lw.node, op=lw.op, reuse=r, blocks=lw.blocks, macs=lw.full_macs,
         mults=w.mults,
-        multipliers=n, mult_kind=w.mult_kind if w.mults else "none", dsp=dsp, lut=lut, ff=ff,
+        multipliers=n, mult_kind=mult_kind, dsp=dsp, lut=lut, ff=ff,
         ram_bytes=math.ceil(ram_bits / 8), ii=ii * lw.blocks, latency=ii + depth + w.fill_steps * r, depth=depth,
         fill=w.fill_steps * r,
-        cost_per_multiplier=w.dsp_per_mult if w.mult_kind == "dsp" else w.lut_per_mult + w.acc_bits)
+        cost_per_multiplier=dsp_per_mult if mult_kind == "dsp" else lut_per_mult + w.acc_bits)
 
 
 def estimate(graph: Graph, part: Part, reuse: dict[str, int] | int = 1, io_type: str = "io_parallel",
@@ -247,5 +282,5 @@ def estimate(graph: Graph, part: Part, reuse: dict[str, int] | int = 1, io_type:
     return d
 
 
-__all__ = ["Design", "IO_TYPES", "LayerEstimate", "LayerWork", "RESOURCES", "STRATEGIES", "estimate", "layer_estimate",
-           "layer_works"]
+__all__ = ["Design", "IO_TYPES", "LUT_MULT_MAX_BITS", "LayerEstimate", "LayerWork", "RESOURCES", "STRATEGIES", "estimate",
+           "layer_estimate", "layer_works", "mult_cost", "node_work"]

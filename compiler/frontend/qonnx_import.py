@@ -20,7 +20,9 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_ELEMENTS, MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
-from ..ops import avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, transpose, upsample
+from ..ops import OPS, Trait, avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, transpose, upsample
+from ..ops.base import OpDef
+from ..ops.rounding import Rounding, round_float
 from .recurrent import RECURRENT_OPS, import_convlstm, import_gru, import_lstm
 
 ALIAS_OPS = {"Identity", "Dropout"}
@@ -162,9 +164,9 @@ class _Importer:
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): input '{name}' must be an activation")
         return v
 
-    def add(self, node: onnx.NodeProto, op: str, inputs: list[str], attrs: Any) -> None:
+    def add(self, node: onnx.NodeProto, op: OpDef, inputs: list[str], attrs: Any) -> None:
         out = node.output[0]
-        self.graph.nodes.append(Node(node.name or out, op, inputs, out, attrs))
+        self.graph.nodes.append(Node(node.name or out, op.name, inputs, out, attrs))
         self.env[out] = out
 
     # -- ops -----------------------------------------------------------------------------
@@ -187,9 +189,11 @@ class _Importer:
     def on_Quant(self, node: onnx.NodeProto) -> None:
         scale, exp, bits = self.quant_params(node)
         signed, narrow = bool(_attr(node, "signed", 1)), bool(_attr(node, "narrow", 0))
-        rounding = str(_attr(node, "rounding_mode", "ROUND")).upper()
-        if rounding not in quant.HLS_ROUNDING:
-            raise UnsupportedModelError(f"node '{node.name}' (Quant): unknown rounding mode {rounding}")
+        try:
+            rounding = Rounding.parse(_attr(node, "rounding_mode", "ROUND"))
+        except ValueError:
+            raise UnsupportedModelError(f"node '{node.name}' (Quant): unknown rounding mode "
+                                        f"{str(_attr(node, 'rounding_mode')).upper()}") from None
         src = node.input[0]
         x = self.env.get(src)
         zp = self.const(node.input[2], node, "the zero point")
@@ -206,7 +210,7 @@ class _Importer:
                 codes = np.where(v >= 0, 1.0, -1.0)
             else:
                 lo, hi = quant.min_int(signed, narrow, bits), quant.max_int(signed, narrow, bits)
-                codes = quant._FLOAT_ROUND[rounding](np.clip(v, lo, hi))
+                codes = round_float(np.clip(v, lo, hi), rounding)
             self.env[node.output[0]] = _Const(codes * s)
             return
         if scale.size != 1 or zp.size != 1:
@@ -226,7 +230,7 @@ class _Importer:
             self.env[node.output[0]] = node.output[0]
             self.pending_input = None
             return
-        self.add(node, "requant", [self.value(src, node)], attrs)
+        self.add(node, quant.OP, [self.value(src, node)], attrs)
 
     def on_BipolarQuant(self, node: onnx.NodeProto) -> None:
         x = self.env.get(node.input[0])
@@ -238,11 +242,11 @@ class _Importer:
         _finite(x.value, node, node.input[0])
         self.env[node.output[0]] = _Const(np.where(x.value / scale >= 0, 1.0, -1.0) * scale)
 
-    def _linear(self, node, x: str, w: np.ndarray, b: np.ndarray | None, op: str, **extra) -> None:
+    def _linear(self, node, x: str, w: np.ndarray, b: np.ndarray | None, op_module, **extra) -> None:
+        """A linear op (dense / conv / convtranspose module): weights and bias as exact codes."""
         wcodes, wtype = weight_codes(w, f"node '{node.name}' weights")
         bcodes, btype = weight_codes(b, f"node '{node.name}' bias") if b is not None else (None, None)
-        mod = {"dense": dense, "conv": conv, "convtranspose": convtranspose}[op]
-        self.add(node, op, [x], mod.Attrs(wcodes, wtype, bcodes, btype, **extra))
+        self.add(node, op_module.OP, [x], op_module.Attrs(wcodes, wtype, bcodes, btype, **extra))
 
     def on_Gemm(self, node: onnx.NodeProto) -> None:
         if _attr(node, "transA", 0) or _attr(node, "alpha", 1.0) != 1.0 or _attr(node, "beta", 1.0) != 1.0:
@@ -250,37 +254,38 @@ class _Importer:
         w = self.const(node.input[1], node, "the weight")
         w = w.T if _attr(node, "transB", 0) else w
         b = self.const(node.input[2], node, "the bias").reshape(-1) if len(node.input) > 2 and node.input[2] else None
-        self._linear(node, self.value(node.input[0], node), w, b, "dense")
+        self._linear(node, self.value(node.input[0], node), w, b, dense)
 
     def on_MatMul(self, node: onnx.NodeProto) -> None:
         w = self.const(node.input[1], node, "the weight (second input)")
         if w.ndim != 2:
             raise UnsupportedModelError(f"node '{node.name}' (MatMul): weight must be 2D, got {w.shape}")
-        self._linear(node, self.value(node.input[0], node), w, None, "dense")
+        self._linear(node, self.value(node.input[0], node), w, None, dense)
 
     def on_Concat(self, node: onnx.NodeProto) -> None:
         if _attr(node, "axis") != 1 or len(node.input) != 2:
             raise UnsupportedModelError(f"node '{node.name}' (Concat): only two inputs along channels (axis 1) are supported")
-        self.add(node, "concat", [self.value(v, node) for v in node.input], merge.Attrs())
+        self.add(node, merge.CONCAT, [self.value(v, node) for v in node.input], merge.Attrs())
 
     def on_Add(self, node: onnx.NodeProto) -> None:
         a, c = node.input
         if not any(isinstance(self.env.get(v), _Const) for v in node.input):
-            self.add(node, "add", [self.value(a, node), self.value(c, node)], merge.Attrs())
+            self.add(node, merge.ADD, [self.value(a, node), self.value(c, node)], merge.Attrs())
             return
         if isinstance(self.env.get(a), _Const):
             a, c = c, a
         src = self.value(a, node)
         b = self.const(c, node, "one operand")
         prod = self.graph.producer(src)
-        if prod is None or prod.op not in ("dense", "conv", "convtranspose") or prod.attrs.bias is not None:
+        layer = OPS[prod.op] if prod is not None else None
+        if layer is None or Trait.LINEAR not in layer.traits or prod.attrs.bias is not None:
             raise UnsupportedModelError(f"node '{node.name}' (Add): only a constant bias after MatMul/Conv is supported")
         bcodes, btype = weight_codes(b.reshape(-1), f"node '{node.name}' bias")
-        if bcodes.size != prod.attrs.weight.shape[{"dense": 1, "conv": 0, "convtranspose": 1}[prod.op]]:
+        if bcodes.size != layer.bias_size(prod.attrs):
             raise UnsupportedModelError(f"node '{node.name}' (Add): bias of shape {b.shape} does not match the layer")
         if sum(a in n.input for n in self.model.graph.node) != 1:
             raise UnsupportedModelError(f"node '{node.name}' (Add): the layer output '{a}' is also used before its bias")
-        prod.attrs = type(prod.attrs)(**{**prod.attrs.__dict__, "bias": bcodes, "btype": btype})
+        prod.attrs = layer.with_bias(prod.attrs, bcodes, btype)
         prod.output = node.output[0]  # the Add folds into the layer
         self.env[node.output[0]] = node.output[0]
 
@@ -298,7 +303,7 @@ class _Importer:
         pads = tuple(int(p) for p in _attr(node, "pads", [0] * 2 * n))
         strides = tuple(int(s) for s in _attr(node, "strides", [1] * n))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
-        self._linear(node, self.value(node.input[0], node), w, b, "conv", strides=strides, pads=pads)
+        self._linear(node, self.value(node.input[0], node), w, b, conv, strides=strides, pads=pads)
 
     def on_ConvTranspose(self, node: onnx.NodeProto) -> None:
         w = self.const(node.input[1], node, "the weight")
@@ -311,34 +316,36 @@ class _Importer:
         pads = tuple(int(p) for p in _attr(node, "pads", [0] * 2 * n))
         strides = tuple(int(s) for s in _attr(node, "strides", [1] * n))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
-        self._linear(node, self.value(node.input[0], node), w, b, "convtranspose", strides=strides, pads=pads)
+        self._linear(node, self.value(node.input[0], node), w, b, convtranspose, strides=strides, pads=pads)
+
+    def defer_to_quant(self, node: onnx.NodeProto, op: OpDef, make, why: str) -> None:
+        """``node`` must feed exactly one Quant (else refused: ``why``); the pair becomes one
+        ``op`` node, its attributes ``make(the Quant's attrs)``, built when the Quant is read."""
+        users = [u for u in self.model.graph.node if node.output[0] in u.input]
+        if len(users) != 1 or users[0].op_type != "Quant":
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {why}")
+        self.deferred[users[0].name] = (op, [self.value(node.input[0], node)], make)
+        self.env[node.output[0]] = _Pending(node.name)
 
     def _lut(self, node: onnx.NodeProto, function: str) -> None:
         """Sigmoid/Tanh must feed exactly one Quant: the pair becomes one lookup table."""
-        users = [n for n in self.model.graph.node if node.output[0] in n.input]
-        if len(users) != 1 or users[0].op_type != "Quant":
-            raise UnsupportedModelError(
-                f"node '{node.name}' ({node.op_type}): a nonlinearity must be followed by a Quant to be exact")
-        self.deferred[users[0].name] = ("lut", [self.value(node.input[0], node)], lambda q: lut.Attrs(function, q))
-        self.env[node.output[0]] = _Pending(node.name)
+        self.defer_to_quant(node, lut.OP, lambda q: lut.Attrs(function, q),
+                            "a nonlinearity must be followed by a Quant to be exact")
 
     def on_AveragePool(self, node: onnx.NodeProto) -> None:
         """An average is not fixed point: the pool must feed one Quant, and the pair becomes one op."""
         k = tuple(int(v) for v in _attr(node, "kernel_shape"))
         n = len(k)
-        users = [u for u in self.model.graph.node if node.output[0] in u.input]
-        if n not in (2, 3) or len(users) != 1 or users[0].op_type != "Quant":
-            raise UnsupportedModelError(
-                f"node '{node.name}' (AveragePool): must be 2D/3D and followed by exactly one Quant to be exact")
-        if _attr(node, "ceil_mode", 0) or _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID") or \
-                any(d != 1 for d in _attr(node, "dilations", [1] * n)):
-            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): ceil_mode, auto_pad and dilation are not supported")
+        why = "must be 2D/3D and followed by exactly one Quant to be exact"
+        if n not in (2, 3):
+            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): {why}")
         s = tuple(int(v) for v in _attr(node, "strides", [1] * n))
         pads = tuple(int(v) for v in _attr(node, "pads", [0] * 2 * n))
         cip = bool(_attr(node, "count_include_pad", 0))
-        self.deferred[users[0].name] = ("avgpool", [self.value(node.input[0], node)],
-                                        lambda q: avgpool.Attrs(k, s, pads, cip, q))
-        self.env[node.output[0]] = _Pending(node.name)
+        self.defer_to_quant(node, avgpool.OP, lambda q: avgpool.Attrs(k, s, pads, cip, q), why)
+        if _attr(node, "ceil_mode", 0) or _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID") or \
+                any(d != 1 for d in _attr(node, "dilations", [1] * n)):
+            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): ceil_mode, auto_pad and dilation are not supported")
 
     def on_QuantLSTMCell(self, node: onnx.NodeProto) -> None:
         import_lstm(self, node)
@@ -355,7 +362,7 @@ class _Importer:
         perm = list(_attr(node, "perm", []))
         if len(perm) < 3 or perm[:3] != [0, 2, 1] or perm[3:] != list(range(3, len(perm))):
             raise UnsupportedModelError(f"node '{node.name}' (Transpose): only swapping axes 1 and 2 is supported, got {perm}")
-        self.add(node, "transpose", [self.value(node.input[0], node)], transpose.Attrs())
+        self.add(node, transpose.OP, [self.value(node.input[0], node)], transpose.Attrs())
 
     def on_Gather(self, node: onnx.NodeProto) -> None:
         """``y[:, t]`` of a recurrent op's output sequence, for the last processed step only:
@@ -387,10 +394,10 @@ class _Importer:
         scales = self.const(node.input[2], node, "the scales") if len(node.input) > 2 and node.input[2] else None
         if scales is None or scales.size < 4 or np.any(scales[:2] != 1) or np.any(scales != np.round(scales)) or np.any(scales < 1):
             raise UnsupportedModelError(f"node '{node.name}' (Resize): needs constant integer scales >= 1 on spatial dims only")
-        self.add(node, "upsample", [x], upsample.Attrs(tuple(int(v) for v in scales[2:])))
+        self.add(node, upsample.OP, [x], upsample.Attrs(tuple(int(v) for v in scales[2:])))
 
     def on_Relu(self, node: onnx.NodeProto) -> None:
-        self.add(node, "relu", [self.value(node.input[0], node)], relu.Attrs())
+        self.add(node, relu.OP, [self.value(node.input[0], node)], relu.Attrs())
 
     def on_MaxPool(self, node: onnx.NodeProto) -> None:
         k = tuple(int(v) for v in _attr(node, "kernel_shape"))
@@ -400,7 +407,7 @@ class _Importer:
         if any(_attr(node, "pads", [0] * 2 * n)) or _attr(node, "ceil_mode", 0) or any(d != 1 for d in _attr(node, "dilations", [1] * n)):
             raise UnsupportedModelError(f"node '{node.name}' (MaxPool): padding, ceil_mode and dilation are not supported")
         s = tuple(int(v) for v in _attr(node, "strides", [1] * n))
-        self.add(node, "maxpool", [self.value(node.input[0], node)], maxpool.Attrs(k, s))
+        self.add(node, maxpool.OP, [self.value(node.input[0], node)], maxpool.Attrs(k, s))
 
     def on_LeakyRelu(self, node: onnx.NodeProto) -> None:
         alpha = np.float64(np.float32(_attr(node, "alpha", 0.01)))
@@ -408,18 +415,18 @@ class _Importer:
             code, frac = dyadic_codes(np.array([alpha]))
         except ValueError:
             raise UnsupportedModelError(f"node '{node.name}' (LeakyRelu): slope {alpha} is not a fixed-point number") from None
-        self.add(node, "leakyrelu", [self.value(node.input[0], node)], leakyrelu.Attrs(int(code[0]), int(frac)))
+        self.add(node, leakyrelu.OP, [self.value(node.input[0], node)], leakyrelu.Attrs(int(code[0]), int(frac)))
 
     def on_Flatten(self, node: onnx.NodeProto) -> None:
         if _attr(node, "axis", 1) != 1:
             raise UnsupportedModelError(f"node '{node.name}' (Flatten): only axis=1 is supported")
-        self.add(node, "flatten", [self.value(node.input[0], node)], flatten.Attrs())
+        self.add(node, flatten.OP, [self.value(node.input[0], node)], flatten.Attrs())
 
     def on_Reshape(self, node: onnx.NodeProto) -> None:
         shape = self.const(node.input[1], node, "the target shape").astype(np.int64).ravel()
         if len(shape) != 2 or shape[1] not in (-1, int(np.prod(self._shape_of(node.input[0])))):
             raise UnsupportedModelError(f"node '{node.name}' (Reshape): only flattening to (N, -1) is supported, got {shape.tolist()}")
-        self.add(node, "flatten", [self.value(node.input[0], node)], flatten.Attrs())
+        self.add(node, flatten.OP, [self.value(node.input[0], node)], flatten.Attrs())
 
     def _shape_of(self, name: str) -> tuple[int, ...]:
         for vi in list(self.model.graph.value_info) + list(self.model.graph.input):

@@ -17,7 +17,8 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, dyadic_codes, power_of_two_exponent
 from ..ops import cellprog as cp
-from ..ops import gru, lstm, quant
+from ..ops import convlstm, gru, lstm, quant
+from ..ops.rounding import Rounding
 
 RECURRENT_OPS = {"QuantLSTMCell", "QuantGRUCell", "QuantConvLSTMCell"}
 
@@ -37,10 +38,12 @@ def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding) -> quant.
     b = float(bits.ravel()[0])
     if bits.size != 1 or b != int(b) or not 2 <= b <= 32:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} bit width {b} is not an integer in 2..32")
-    rounding = str(rounding).upper()
-    if rounding not in quant.HLS_ROUNDING:
-        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} rounding mode {rounding} is unknown")
-    return quant.Attrs(FixedType(int(b), -int(exp.ravel()[0]), bool(signed)), bool(narrow), rounding)
+    try:
+        mode = Rounding.parse(rounding)
+    except ValueError:
+        raise UnsupportedModelError(
+            f"node '{node.name}' ({node.op_type}): {what} rounding mode {str(rounding).upper()} is unknown") from None
+    return quant.Attrs(FixedType(int(b), -int(exp.ravel()[0]), bool(signed)), bool(narrow), mode)
 
 
 def _weights(node, w: np.ndarray, what: str) -> cp.Weights:
@@ -104,7 +107,7 @@ def import_lstm(imp, node) -> None:
                        _state_codes(node, c[1], qs["output"], hidden, "H0"),
                        _state_codes(node, c[2], qs["cell_state"], hidden, "C0"),
                        cifg=bool(imp.attr(node, "cifg", 0)), reverse=bool(imp.attr(node, "reverse_input", 0)))
-    imp.add(node, "lstm", [x], attrs)
+    imp.add(node, lstm.OP, [x], attrs)
 
 
 def import_gru(imp, node) -> None:
@@ -132,7 +135,7 @@ def import_gru(imp, node) -> None:
                               cp.Act("tanh" if g == "n" else "sigmoid", qs[act])))
     attrs = gru.Attrs(tuple(gates), qs["output"], _state_codes(node, h0, qs["output"], hidden, "H0"),
                       reverse=bool(imp.attr(node, "reverse_input", 0)))
-    imp.add(node, "gru", [x], attrs)
+    imp.add(node, gru.OP, [x], attrs)
 
 
 CONVLSTM_QUANTIZERS = ("input_acc", "forget_acc", "cell_acc", "output_acc", "input_sigmoid", "forget_sigmoid",
@@ -147,8 +150,6 @@ class CellState:
 
 
 def _convlstm_cell(imp, node, has_input: bool):
-    from ..ops import convlstm
-
     c = [None] + [imp.const_or_none(n, node) if i not in (1, 2) or has_input else None
                   for i, n in enumerate(node.input[1:], start=1)] + [None] * (6 - len(node.input))
     w_x, w_h, b = c[3:6]
@@ -182,8 +183,6 @@ def import_convlstm(imp, node) -> None:
     states becomes that node's forecaster."""
     import dataclasses
 
-    from ..ops import convlstm
-
     _common(imp, node)
     has_input = bool(node.input[0])
     if has_input:
@@ -191,7 +190,7 @@ def import_convlstm(imp, node) -> None:
         cell, c = _convlstm_cell(imp, node, True)
         if any(v is not None and np.any(v) for v in c[1:3]):
             raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): only zero initial states are supported")
-        imp.add(node, "convlstm", [x], convlstm.Attrs(cell))
+        imp.add(node, convlstm.OP, [x], convlstm.Attrs(cell))
         ir = imp.graph.nodes[-1]
         for out, which in zip(node.output[1:3], ("h", "c")):
             if out:

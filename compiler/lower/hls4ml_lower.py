@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import FixedType
-from ..ops import OPS
+from ..ops import OPS, IoType, Layout, Trait
 
 PARTS = {
     "xcu250": "xcu250-figd2104-2L-e",
@@ -26,7 +26,7 @@ PARTS = {
 
 @dataclass(frozen=True)
 class HlsOptions:
-    io_type: str = "io_parallel"  # or io_stream
+    io_type: IoType = IoType.PARALLEL
     reuse: int = 1
     part: str = "xcu250-figd2104-2L-e"
     clock_period: float = 5.0
@@ -36,8 +36,10 @@ class HlsOptions:
     layer_reuse: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.io_type not in ("io_parallel", "io_stream"):
-            raise UnsupportedModelError(f"io type must be io_parallel or io_stream, got {self.io_type}")
+        try:
+            object.__setattr__(self, "io_type", IoType(self.io_type))
+        except ValueError:
+            raise UnsupportedModelError(f"io type must be io_parallel or io_stream, got {self.io_type}") from None
         if min([self.reuse, *self.layer_reuse.values()]) < 1:
             raise UnsupportedModelError(f"reuse factors must be >= 1, got {self.reuse} and {self.layer_reuse}")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.project_name):
@@ -55,8 +57,8 @@ def sequence_perm(shape: tuple[int, ...]) -> np.ndarray:
     return np.moveaxis(np.arange(int(np.prod(shape))).reshape(shape), 1, -1).ravel()
 
 
-def hls_shape(shape: tuple[int, ...], layout: str = "channels") -> list[int]:
-    if layout == "sequence" and len(shape) == 4:
+def hls_shape(shape: tuple[int, ...], layout: Layout = Layout.CHANNELS) -> list[int]:
+    if layout == Layout.SEQUENCE and len(shape) == 4:
         return [shape[0], shape[2], shape[3], shape[1]]
     if len(shape) in (3, 4):
         return [*shape[1:], shape[0]]
@@ -64,13 +66,6 @@ def hls_shape(shape: tuple[int, ...], layout: str = "channels") -> list[int]:
         return list(shape)
     raise UnsupportedModelError(
         f"tensors of shape {shape} are not supported (expected (C,H,W), (C,D,H,W), (T,F) or (N,))")
-
-
-#: Ops whose result type holds every reachable value (inferred from the input ranges and
-#: weights): their codes never saturate or round, so the type may be held wider (not
-#: Flatten: hls4ml folds a reshape into its input's type).
-RANGE_EXACT_OPS = frozenset({"dense", "conv", "convtranspose", "relu", "leakyrelu", "maxpool", "upsample", "crop",
-                             "concat", "add"})
 
 
 def held_type(t: FixedType) -> FixedType:
@@ -94,27 +89,27 @@ class HlsLowering:
     def flat_perm(self, value: str) -> np.ndarray:
         return self.perm[value]
 
-    def add_layer(self, node: Node, layer: dict, precision: dict, layout: str = "same") -> None:
+    def add_layer(self, node: Node, layer: dict, precision: dict, layout: Layout = Layout.SAME) -> None:
         out_t = self.graph.values[node.output].ftype
-        if node.op in RANGE_EXACT_OPS and precision.get("result") == out_t.hls():
+        traits = OPS[node.op].traits
+        if Trait.RANGE_EXACT in traits and precision.get("result") == out_t.hls():
+            # the type holds every reachable value, so it may be held wider (same codes)
             precision = dict(precision, result=held_type(out_t).hls())
-        elif node.op == "flatten" and precision.get("result") == out_t.hls():
+        elif Trait.RESHAPE in traits and precision.get("result") == out_t.hls():
             # hls4ml folds a reshape into its input's type: keep the type the input is held in
             precision = dict(precision, result=self.held.get(node.inputs[0], out_t.hls()))
         self.held[node.output] = precision.get("result")
         name = f"l{len(self.layers)}_{node.op}"
         layer = dict(layer, name=name, inputs=[self.layer_of[v] for v in node.inputs])
         out = self.graph.values[node.output]
-        if layout == "channels":
+        if layout == Layout.CHANNELS:
             self.perm[node.output] = channels_last_perm(out.shape)
-        elif layout == "flat":
+        elif layout == Layout.FLAT:
             self.perm[node.output] = np.arange(out.size)
-        elif layout == "sequence":
+        elif layout == Layout.SEQUENCE:
             self.perm[node.output] = sequence_perm(out.shape) if len(out.shape) == 4 else np.arange(out.size)
-        elif layout == "same":
-            self.perm[node.output] = self.perm[node.inputs[0]]
         else:
-            raise ValueError(layout)
+            self.perm[node.output] = self.perm[node.inputs[0]]
         self.layers.append(layer)
         self.precisions[name] = {"Precision": precision, "ReuseFactor": self.opts.layer_reuse.get(node.name, self.opts.reuse)}
         self.layer_of[node.output] = name
@@ -131,30 +126,28 @@ class HlsLowering:
         self.precisions["x_in"] = {"Precision": {"result": held_type(tin.ftype).hls()}}
         self.held[self.graph.input] = held_type(tin.ftype).hls()
         self.layer_of[self.graph.input] = "x_in"
-        if layout == "sequence" and len(tin.shape) == 4:
+        if layout == Layout.SEQUENCE and len(tin.shape) == 4:
             self.perm[self.graph.input] = sequence_perm(tin.shape)
         else:
             self.perm[self.graph.input] = channels_last_perm(tin.shape) if len(tin.shape) > 2 else np.arange(tin.size)
         for node in self.graph.nodes:
             ins = [self.graph.values[v] for v in node.inputs]
             OPS[node.op].lower(node.attrs, self, node, ins, self.graph.values[node.output])
-            if node.op == "dense":
-                self.perm[node.output] = np.arange(self.graph.values[node.output].size)
         hls_shape(self.graph.values[self.graph.output].shape)
 
-    def input_layout(self) -> str:
-        """'sequence' when the input feeds recurrent ops (through elementwise requants), so
-        that a (T, C, H, W) input is stored frame by frame."""
+    def input_layout(self) -> Layout:
+        """SEQUENCE when the input feeds a sequence op (through elementwise ops), so that a
+        (T, C, H, W) input is stored frame by frame."""
         value = self.graph.input
         while True:
             users = self.graph.consumers(value)
             if len(users) != 1:
-                return "channels"
-            op = users[0].op
-            if getattr(OPS[op], "input_layout", None) == "sequence":
-                return "sequence"
-            if op != "requant":
-                return "channels"
+                return Layout.CHANNELS
+            traits = OPS[users[0].op].traits
+            if Trait.SEQUENCE in traits:
+                return Layout.SEQUENCE
+            if Trait.ELEMENTWISE not in traits:
+                return Layout.CHANNELS
             value = users[0].output
 
     def config(self, output_dir: str) -> dict:
@@ -164,7 +157,7 @@ class HlsLowering:
             "ProjectName": self.opts.project_name,
             "Part": PARTS.get(self.opts.part, self.opts.part),
             "ClockPeriod": self.opts.clock_period,
-            "IOType": self.opts.io_type,
+            "IOType": self.opts.io_type.value,
             "HLSConfig": {
                 "Model": {"Precision": "fixed<16,6>", "ReuseFactor": self.opts.reuse, "Strategy": self.opts.strategy},
                 "LayerName": self.precisions,

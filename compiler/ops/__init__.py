@@ -1,10 +1,15 @@
-"""One module per op; this explicit registry is the only list of supported ops."""
+"""One module per op; this explicit registry is the only list of supported ops.
+
+Consumers ask ``OPS[node.op]`` for a facet (``infer``, ``semantics``, ``onnx_reference``,
+``lower``, ``cost``, ``input_span``, ...) or a trait (``Trait.WINDOW in OPS[node.op].traits``);
+see :mod:`.base` for the contract and docs/architecture.md for how to add an op.
+"""
 
 from __future__ import annotations
 
 from . import (avgpool, conv, convlstm, convtranspose, crop, dense, flatten, gru, leakyrelu, lstm, lut, maxpool, merge, quant,
                relu, transpose, upsample)
-from .base import OpDef
+from .base import IoType, Layout, OpDef, Trait
 
 OPS: dict[str, OpDef] = {
     quant.OP.name: quant.OP,
@@ -27,4 +32,4 @@ OPS: dict[str, OpDef] = {
     transpose.OP.name: transpose.OP,
 }
 
-__all__ = ["OPS", "OpDef"]
+__all__ = ["IoType", "Layout", "OPS", "OpDef", "Trait"]

@@ -5,25 +5,30 @@ and ``n`` the divisor: the kernel volume (``count_include_pad=1``) or the number
 elements (``count_include_pad=0``).  ``n`` is generally not a power of two (CosmoFlow's
 3x3x3 windows: 27), so an average is not a fixed-point number; the compiler therefore fuses
 the pool with the ``Quant`` that follows it and rounds the exact rational ``S / n`` once,
-with the Quant's rounding mode (:func:`.quant.div_round`).  The HLS kernel
-(``hls_templates/avgpool``) sums exactly and performs the same integer division.
+with the Quant's rounding mode (:func:`.rounding.div_round`).  The HLS kernel
+(``hls_templates/avgpool``) sums exactly and performs the same integer division
+(``tessera_div_round`` of ``hls_templates/common/nnet_tessera_rounding.h``).  A window op
+for the partitioner, except that a padded average whose divisor excludes the padding cannot
+be tiled (its divisor depends on where the volume ends).
 """
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from .base import OpDef, check_width
+from .base import Layout, OpDef, Trait, check_width
 from .conv import windows
+from .extension import DIMS
+from .maxpool import pool3d_extension, pool_work
 from .quant import Attrs as QuantAttrs
-from .quant import div_round
-
-ROUNDING_CODES = {"ROUND": 0, "HALF_EVEN": 0, "FLOOR": 1, "CEIL": 2, "DOWN": 3, "UP": 4, "HALF_UP": 5, "HALF_DOWN": 6}
+from .rounding import div_round
+from .spans import window_span
 
 
 @dataclass(frozen=True)
@@ -54,14 +59,22 @@ def divisors(attrs: Attrs, spatial) -> np.ndarray:
     return np.prod(np.stack(np.meshgrid(*counts, indexing="ij")), axis=0).astype(np.int64)
 
 
-def _scale(attrs: Attrs, x: TensorType) -> tuple[int, int]:
-    """(numerator shift, denominator shift) so that y = R((S << up) / (n << down))."""
-    d = attrs.out.out.frac - x.ftype.frac
+def divisor_shifts(q: QuantAttrs, x: TensorType) -> tuple[int, int]:
+    """(numerator shift, denominator shift) so that an average of ``x``'s codes requantized
+    by ``q`` is ``R((S << up) / (n << down))`` (``S``: the sum, ``n``: the divisor)."""
+    d = q.out.frac - x.ftype.frac
     return max(d, 0), max(-d, 0)
 
 
-class AvgPool(OpDef):
+class AvgPool(OpDef[Attrs]):
     name = "avgpool"
+    traits = frozenset({Trait.WINDOW})
+    extensions = (pool3d_extension(
+        "TesseraAvgPool3D", "Average pooling fused with its Quant: exact window sum, one exact rational rounding.",
+        "avgpool", "nnet_tessera_avgpool.h",
+        extra=("pad_front", "pad_top", "pad_left", "count_include_pad", "num_shift", "den_shift", "qmin", "qmax",
+               "sum_bits", "out_bits"),
+        texts=("rounding",), types=("accum",), config_types=lambda layer: {"accum_t": layer.get_attr("accum_t").name}),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -75,7 +88,7 @@ class AvgPool(OpDef):
             raise UnsupportedModelError(f"node '{node}': AveragePool has windows entirely in the padding")
         k = int(np.prod(attrs.kernel))
         check_width(TensorType.from_range(x.shape, x.lo * k, x.hi * k, x.ftype.frac), node, "the window sum")
-        up, down = _scale(attrs, x)
+        up, down = divisor_shifts(attrs.out, x)
         if (k * max(abs(x.lo), abs(x.hi))).bit_length() + up > 62 or k.bit_length() + down > 62:
             raise UnsupportedModelError(
                 f"node '{node}': AveragePool output grid 2**-{attrs.out.out.frac} is {abs(up - down)} bits away from the "
@@ -84,17 +97,17 @@ class AvgPool(OpDef):
         lo, hi = (int(v) for v in np.clip(ends, attrs.out.qmin, attrs.out.qmax))  # averages stay within [x.lo, x.hi]
         return TensorType((x.shape[0], *osp), attrs.out.out, lo, hi)
 
-    def reference(self, attrs: Attrs, xs, ins, out):
+    def semantics(self, attrs: Attrs, xs, ins, out):
         n = len(attrs.kernel)
         pad = ((0, 0), (0, 0)) + tuple((attrs.pads[i], attrs.pads[n + i]) for i in range(n))
         win = windows(np.pad(xs[0].astype(np.int64), pad), attrs.kernel, attrs.strides)
         win = win[(slice(None), slice(None)) + tuple(slice(0, s) for s in out.shape[1:])]
         sums = win.sum(axis=tuple(range(2 + n, 2 + 2 * n)))
-        up, down = _scale(attrs, ins[0])
+        up, down = divisor_shifts(attrs.out, ins[0])
         y = div_round(sums << np.int64(up), divisors(attrs, ins[0].shape[1:]) << np.int64(down), attrs.out.rounding)
         return np.clip(y, attrs.out.qmin, attrs.out.qmax)
 
-    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
         # Window sums: onnxruntime's AveragePool is float32 only.  avg * k rounds back to the
         # exact integer sum while |sum| < 2**20 (relative error of the float32 average <= 2**-23,
         # so the absolute error stays below 1/8); the compiler checks that bound first.
@@ -106,7 +119,7 @@ class AvgPool(OpDef):
         avg = b.op("AveragePool", [b.op("Cast", [xs[0]], to="float")], kernel_shape=list(attrs.kernel),
                    strides=list(attrs.strides), pads=list(attrs.pads), count_include_pad=1)
         sums = b.op("Round", [b.op("Mul", [b.op("Cast", [avg], to="double"), b.const(np.array(float(k)))])])
-        up, down = _scale(attrs, x)
+        up, down = divisor_shifts(attrs.out, x)
         num = b.op("Mul", [sums, b.const(np.array(float(1 << up)))])
         den = (divisors(attrs, x.shape[1:]) << down).astype(np.float64)
         y = b.div_round(num, b.const(den.reshape((1,) * 2 + den.shape)), attrs.out.rounding)
@@ -123,21 +136,36 @@ class AvgPool(OpDef):
         spatial = (1,) * (3 - n) + x.shape[1:]
         osp = (1,) * (3 - n) + out.shape[1:]
         pads = (0,) * (3 - n) + attrs.pads[:n]
-        up, down = _scale(attrs, x)
+        up, down = divisor_shifts(attrs.out, x)
         k = int(np.prod(attrs.kernel))
         sum_t = TensorType.from_range((1,), min(x.lo * k, 0), max(x.hi * k, 0), x.ftype.frac)
         layer = {"class_name": "TesseraAvgPool3D", "n_filt": x.shape[0], "count_include_pad": bool(attrs.count_include_pad),
-                 "num_shift": up, "den_shift": down, "rounding": ROUNDING_CODES[attrs.out.rounding],
+                 "num_shift": up, "den_shift": down, "rounding": attrs.out.rounding.cpp,
                  "qmin": attrs.out.qmin, "qmax": attrs.out.qmax, "sum_bits": sum_t.ftype.width,
                  "out_bits": attrs.out.out.width}
-        for i, d in enumerate(("depth", "height", "width")):
+        for i, d in enumerate(DIMS):
             layer[f"in_{d}"], layer[f"out_{d}"] = spatial[i], osp[i]
             layer[f"pool_{d}"], layer[f"stride_{d}"] = kern[i], strides[i]
         layer.update(pad_front=pads[0], pad_top=pads[1], pad_left=pads[2])
-        hl.add_layer(node, layer, {"result": out.ftype.hls(), "accum": sum_t.ftype.hls()}, layout="channels")
+        hl.add_layer(node, layer, {"result": out.ftype.hls(), "accum": sum_t.ftype.hls()}, layout=Layout.CHANNELS)
 
-    def macs(self, attrs, ins, out):
-        return 0
+    def cost(self, attrs: Attrs, ins, out, io):
+        return pool_work(attrs.kernel, attrs.pads, ins[0], out, io,
+                         extra_bits=max(1, math.ceil(math.log2(int(np.prod(attrs.kernel))))))
+
+    def input_span(self, attrs: Attrs, span):
+        return window_span(span, attrs.kernel, attrs.strides, attrs.pads)
+
+    def with_pads(self, attrs: Attrs, pads):
+        return dataclasses.replace(attrs, pads=tuple(pads))
+
+    def tiling_refusal(self, attrs: Attrs) -> str | None:
+        if not attrs.count_include_pad and any(attrs.pads):
+            return "a padded average that excludes the padding from its divisor cannot be tiled"
+        return None
+
+    def spatial_stride(self, attrs: Attrs):
+        return attrs.strides
 
 
 OP = AvgPool()

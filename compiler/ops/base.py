@@ -1,42 +1,193 @@
-"""The contract every op module fulfils: one place per op for its integer semantics.
+"""The op contract: every facet of an op lives in its module, and consumers ask the op.
 
-An op module defines an ``Attrs`` dataclass and an ``OpDef`` subclass with
+An op module defines an ``Attrs`` dataclass and one :class:`OpDef` subclass (generic over
+those attributes) with
 
 - ``infer``: output shape, fixed-point type and reachable code range (from the input
   ranges and the actual weights: the source of every accumulator width),
-- ``reference``: the integer semantics on int64 codes (numpy, batch-first),
-- ``emit_onnx``: the same semantics as exact onnxruntime nodes (integer kernels, or
-  float64 only where every intermediate is provably an integer below 2**53),
-- ``lower``: the hls4ml layer(s) and the precisions/template parameters,
-- ``macs``: multiply-accumulates per sample.
+- ``semantics``: the integer semantics on int64 codes (numpy, batch-first): the definition
+  every other form must equal,
+- ``onnx_reference``: the same semantics as exact onnxruntime nodes (integer kernels, or
+  float64 only where every intermediate is provably an integer below 2**53), built with a
+  :class:`ReferenceBuilder`,
+- ``lower``: the hls4ml layer(s) and every precision, through an :class:`HlsBuilder`; the
+  hls4ml extension layers the op needs where hls4ml lacks one (``extensions``, declared as
+  :class:`.extension.Extension` and registered by the lowering),
+- ``macs``: multiply-accumulates per sample,
+- ``cost``: what its kernel does per sample (:class:`.work.Work`) for the estimator,
+- ``input_span``: the box of its input an output box reads, for the partitioner (spatial
+  ops only), and its ``traits`` (:class:`Trait`), which consumers ask instead of op names.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from abc import ABC, abstractmethod
+from enum import Enum, StrEnum
+from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import MAX_WIDTH, TensorType
+from .rounding import Rounding
+from .spans import Span
+
+if TYPE_CHECKING:
+    from ..ir.graph import Node
+    from .extension import Extension
+    from .work import Work
 
 
-class OpDef:
-    name = "?"
+class Trait(Enum):
+    """What kind of op an op is; consumers ask ``trait in OPS[node.op].traits``."""
 
-    def infer(self, attrs: Any, ins: list[TensorType], node: str) -> TensorType:
-        raise NotImplementedError
+    #: each output pixel reads a window of input pixels (conv, pools): a block runs it on its
+    #: input span with the padding kept only where the span leaves the volume
+    WINDOW = "window"
+    #: output pixels gather from a spread of input pixels (transposed convolution, upsampling):
+    #: a block computes its local output and crops it (``scatter_origin``, ``spatial_stride``)
+    SCATTER = "scatter"
+    #: one output element per input element, same position (activations, requantization)
+    ELEMENTWISE = "elementwise"
+    #: combines several inputs position by position (concatenation, addition)
+    MERGE = "merge"
+    #: reads a whole sequence stored step by step (the recurrent cells)
+    SEQUENCE = "sequence"
+    #: the result type holds every reachable value: the op never rounds or saturates
+    RANGE_EXACT = "range-exact"
+    #: a relabelling of its input that hls4ml folds into the input's type (flatten)
+    RESHAPE = "reshape"
+    #: integer weights and an optional bias (``bias_size``, ``with_bias``): a constant Add
+    #: after it is its bias
+    LINEAR = "linear"
 
-    def reference(self, attrs: Any, xs: list[np.ndarray], ins: list[TensorType], out: TensorType) -> np.ndarray:
-        raise NotImplementedError
 
-    def emit_onnx(self, attrs: Any, b: Any, xs: list[str], ins: list[TensorType], out: TensorType) -> str:
-        raise NotImplementedError
+#: Traits of the ops that map output boxes to input boxes: the partitioner can split them.
+SPATIAL = frozenset({Trait.WINDOW, Trait.SCATTER, Trait.ELEMENTWISE, Trait.MERGE})
 
-    def lower(self, attrs: Any, hl: Any, node: Any, ins: list[TensorType], out: TensorType) -> None:
-        raise NotImplementedError
 
-    def macs(self, attrs: Any, ins: list[TensorType], out: TensorType) -> int:
+class IoType(StrEnum):
+    """hls4ml's io types: whole arrays in registers, or one word per cycle on FIFOs."""
+
+    PARALLEL = "io_parallel"
+    STREAM = "io_stream"
+
+
+class Layout(Enum):
+    """How a lowered value is laid out in hls4ml (the permutation the lowering records)."""
+
+    CHANNELS = "channels"  # (C, *spatial) stored channels-last
+    FLAT = "flat"  # stored in ONNX order
+    SEQUENCE = "sequence"  # (T, C, H, W) frame sequences stored channels-last per frame
+    SAME = "same"  # the layout of the first input
+
+
+class ReferenceBuilder(Protocol):
+    """Builds the exact onnxruntime reference (``reference.model.OnnxBuilder``)."""
+
+    def op(self, op_type: str, inputs: list[str], **attrs) -> str: ...
+
+    def const(self, value: np.ndarray) -> str: ...
+
+    def round(self, v: str, mode: Rounding) -> str: ...
+
+    def div_round(self, num: str, den: str, mode: Rounding) -> str: ...
+
+    def int_shift_round(self, x: str, shift: int, mode: Rounding) -> str: ...
+
+
+class HlsBuilder(Protocol):
+    """Collects hls4ml layers with explicit precisions (``lower.hls4ml_lower.HlsLowering``)."""
+
+    perm: dict[str, np.ndarray]
+
+    def add_layer(self, node: "Node", layer: dict, precision: dict, layout: Layout = Layout.SAME) -> None: ...
+
+    def alias(self, node: "Node", perm: np.ndarray) -> None: ...
+
+    def flat_perm(self, value: str) -> np.ndarray: ...
+
+
+A = TypeVar("A")
+
+
+class OpDef(ABC, Generic[A]):
+    """One op of the IR: its name, traits and facets (see the module docstring)."""
+
+    name: ClassVar[str]
+    traits: ClassVar[frozenset[Trait]] = frozenset()
+    #: Tessera's hls4ml extension layers this op lowers to (none when hls4ml has the layer)
+    extensions: ClassVar[tuple["Extension", ...]] = ()
+    #: merges: the step of the partitioned C++ host (partition_host.cpp) that merges blocks
+    host_merge: ClassVar[str | None] = None
+
+    @abstractmethod
+    def infer(self, attrs: A, ins: list[TensorType], node: str) -> TensorType:
+        """Output type and reachable code range; refuses (naming ``node``) what it cannot make exact."""
+
+    @abstractmethod
+    def semantics(self, attrs: A, xs: list[np.ndarray], ins: list[TensorType], out: TensorType) -> np.ndarray:
+        """The integer semantics: int64 codes ``(N, *shape)`` of every input -> output codes."""
+
+    @abstractmethod
+    def onnx_reference(self, attrs: A, b: ReferenceBuilder, xs: list[str], ins: list[TensorType],
+                       out: TensorType) -> str:
+        """Nodes computing :meth:`semantics` exactly on onnxruntime; returns the output's name."""
+
+    @abstractmethod
+    def lower(self, attrs: A, hl: HlsBuilder, node: "Node", ins: list[TensorType], out: TensorType) -> None:
+        """The hls4ml layer(s) of this node, every precision set."""
+
+    @abstractmethod
+    def cost(self, attrs: A, ins: list[TensorType], out: TensorType, io: IoType) -> "Work":
+        """What the node's kernel does for one sample, before a reuse factor."""
+
+    def macs(self, attrs: A, ins: list[TensorType], out: TensorType) -> int:
+        """Multiply-accumulates per sample."""
+        return 0
+
+    # -- the partitioner's facets ------------------------------------------------------------
+
+    @property
+    def spatial(self) -> bool:
+        """Whether the op maps output boxes to input boxes (:meth:`input_span`)."""
+        return bool(self.traits & SPATIAL)
+
+    def input_span(self, attrs: A, span: Span) -> Span:
+        """The (unclipped) box of the input that an output box reads; indices outside the
+        input are the op's zero padding.  Elementwise ops and merges read the same box."""
+        if self.traits & {Trait.ELEMENTWISE, Trait.MERGE}:
+            return span
+        raise NotImplementedError(f"{self.name} is not a spatial op")
+
+    def with_pads(self, attrs: A, pads: tuple[int, ...]) -> A:
+        """The attributes with other zero padding (begins then ends per spatial dim); ops
+        without padding accept only none."""
+        if any(pads):
+            raise ValueError(f"{self.name} has no padding")
+        return attrs
+
+    def tiling_refusal(self, attrs: A) -> str | None:
+        """Why a block may not replace this op's padding by its neighbours' voxels (None: it may)."""
+        return None
+
+    def spatial_stride(self, attrs: A) -> tuple[int, ...]:
+        """Per spatial dim: input pixels per output pixel (window ops) or output pixels per
+        input pixel (scatter ops); block boundaries scale by it from output to input."""
+        raise NotImplementedError(f"{self.name} has no spatial stride")
+
+    def scatter_origin(self, attrs: A, have: Span) -> tuple[int, ...]:
+        """Scatter ops: the global index of local output 0 when run without padding on ``have``."""
+        raise NotImplementedError(f"{self.name} is not a scatter op")
+
+    # -- linear ops ---------------------------------------------------------------------------
+
+    def bias_size(self, attrs: A) -> int:
+        """Linear ops: the number of bias values (one per output channel)."""
+        raise NotImplementedError(f"{self.name} is not a linear op")
+
+    def weight_bits(self, attrs: A) -> int:
+        """Bits of the weights and biases as stored on chip (0 without weights)."""
         return 0
 
 
@@ -83,58 +234,36 @@ def interval_dot(w: np.ndarray, lo: int, hi: int, axis: int) -> tuple[np.ndarray
     return mn.sum(axis=axis), mx.sum(axis=axis)
 
 
-# -- shared by the linear ops (dense, conv, convtranspose) --------------------------------
+def limb_kernel(b, op_type: str, x: str, x_type: TensorType, weight: np.ndarray, out_axis: int, **kernel_attrs) -> str | None:
+    """``x (*) weight`` exactly with onnxruntime's integer kernels (``MatMulInteger``,
+    ``ConvInteger``: 8-bit operands, int32 accumulation), or None when the input codes do not
+    fit 8 bits or an int32 sum could overflow (``out_axis``: the weight's output axis; each
+    output sums the rest).
+
+    The weights always enter as balanced 7-bit digits (:func:`.base.int8_limbs`, every
+    limb in [-64, 63]), one kernel per limb, recombined in int64.  That keeps every pair of
+    products below 2**15: x86 CPUs without VNNI compute 8-bit products with ``vpmaddubsw``,
+    which saturates pairs of ``uint8 x int8`` products to int16 (measured: a 255 x 127
+    ``MatMulInteger`` off by half on an AVX2 CPU), and ``ConvInteger`` mis-reads unsigned
+    weights with signed inputs.  With 7-bit signed limbs the result is the exact sum on every
+    CPU."""
+    xt = fits_int8(x_type)
+    if xt is None:
+        return None
+    limbs = int8_limbs(weight)
+    xmax = max(abs(x_type.lo), abs(x_type.hi))
+    rows = lambda w: np.moveaxis(np.abs(w.astype(np.int64)), out_axis, 0).reshape(w.shape[out_axis], -1)  # noqa: E731
+    if any(int(max(interval_dot(rows(w), 0, xmax, axis=1)[1])) >= 2**31 for w, _ in limbs):
+        return None
+    xq = b.op("Cast", [x], to=xt)
+    acc = None
+    for w, shift in limbs:
+        part = b.op("Cast", [b.op(op_type, [xq, b.const(w)], **kernel_attrs)], to="int64")
+        if shift:
+            part = b.op("Mul", [part, b.const(np.array(1 << shift, dtype=np.int64))])
+        acc = part if acc is None else b.op("Add", [acc, part])
+    return acc
 
 
-def check_linear_attrs(attrs, x: TensorType, c_in: int, c_out: int, node: str, what: str) -> None:
-    """Shapes of a conv-like op: input (c_in, *spatial), bias (c_out,), strides and pads per dim."""
-    from ..errors import UnsupportedModelError
-
-    if len(x.shape) != attrs.ndim + 1 or x.shape[0] != c_in:
-        raise UnsupportedModelError(f"node '{node}': {what} input shape {x.shape} does not match weights {attrs.weight.shape}")
-    if attrs.bias is not None and attrs.bias.shape != (c_out,):
-        raise UnsupportedModelError(f"node '{node}': bias of shape {attrs.bias.shape} does not match the weights")
-    if len(attrs.strides) != attrs.ndim or len(attrs.pads) != 2 * attrs.ndim or min(attrs.strides) < 1 or min(attrs.pads) < 0:
-        raise UnsupportedModelError(f"node '{node}': invalid strides {attrs.strides} or pads {attrs.pads}")
-
-
-def linear_acc_frac(x: TensorType, wtype, btype) -> int:
-    """Accumulator fractional bits: products have fx + fw, the bias fb; take the finer."""
-    f = x.ftype.frac + wtype.frac
-    return max(f, btype.frac) if btype is not None else f
-
-
-def bias_aligned(bias: np.ndarray | None, btype, n_out: int, facc: int) -> np.ndarray:
-    """Bias codes shifted onto the accumulator grid (zeros without a bias)."""
-    if bias is None:
-        return np.zeros(n_out, dtype=np.int64)
-    shift = facc - btype.frac
-    peak = int(np.abs(bias).max()) if bias.size else 0
-    if peak and peak.bit_length() + shift > MAX_WIDTH:
-        # the aligned bias alone would not fit the accumulator (and would overflow int64
-        # for shifts past 63 bits): refuse instead of silently dropping it
-        raise ValueError(f"the bias (up to {peak} x 2**{-btype.frac}) needs {peak.bit_length() + shift + 1} bits on the "
-                         f"accumulator grid 2**-{facc}, more than the {MAX_WIDTH} the exact flow supports")
-    return bias.astype(np.int64) << np.int64(shift)
-
-
-def linear_acc_range(weight_rows, x: TensorType, shift: int, bias: np.ndarray) -> tuple[int, int]:
-    """Exact accumulator interval over all inputs in [x.lo, x.hi].
-
-    ``weight_rows`` yields (n_out, taps) integer matrices, one per group of outputs that sum
-    the same taps (one for dense/conv, one per output phase for transposed convolution).
-    The interval always contains 0, so every partial sum lies inside it too.
-    """
-    lo, hi = 0, 0
-    for rows in weight_rows:
-        mn, mx = interval_dot(rows, x.lo, x.hi, axis=1)
-        lo = min(lo, min(int(m) * (1 << shift) + int(b) for m, b in zip(mn, bias)))
-        hi = max(hi, max(int(m) * (1 << shift) + int(b) for m, b in zip(mx, bias)))
-    return lo, hi
-
-
-def finish_acc_onnx(b, acc: str, shift: int, bias: np.ndarray) -> str:
-    """int64 accumulator -> aligned to the accumulator grid, plus the aligned bias constant."""
-    if shift:
-        acc = b.op("Mul", [acc, b.const(np.array(1 << shift, dtype=np.int64))])
-    return b.op("Add", [acc, b.const(bias)])
+__all__ = ["HlsBuilder", "IoType", "Layout", "OpDef", "ReferenceBuilder", "SPATIAL", "Trait", "check_width",
+           "fits_int8", "int8_limbs", "interval_dot", "limb_kernel"]

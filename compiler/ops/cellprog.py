@@ -6,7 +6,7 @@ radix points, exact products, requantizations (QONNX ``Quant``: rounding + satur
 table lookups.  The step is written once per cell against the small interface below; the
 same code then runs on
 
-* :class:`NumpyArith` -- int64 codes (the integer semantics, ``OpDef.reference``);
+* :class:`NumpyArith` -- int64 codes (the integer semantics, ``OpDef.semantics``);
 * :class:`OnnxArith` -- it emits the onnxruntime reference (int64 ``MatMul``,
   ``ConvInteger`` per 7-bit weight limb, integer ``Mod``/``Div`` rounding, ``Gather``);
 * :class:`IntervalArith` -- exact code intervals of every named intermediate, from which
@@ -19,20 +19,43 @@ requantization) lives only in the helpers of this module.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, int8_limbs, interval_dot
+from .base import OpDef, Trait, interval_dot, limb_kernel
 from .lut import function_table
 from .quant import Attrs as QuantAttrs
 from .quant import requantize
 
 #: Widest intermediate of a cell: every back end computes in int64.
 MAX_CELL_WIDTH = 62
+#: The codes a ConvLSTM convolves (its input and hidden state: checked signed 8-bit).
+INT8_CODES = TensorType((1,), FixedType(8, 0, True), -128, 127)
+
+
+class Codebook(StrEnum):
+    """The set of codes a weight matrix lies on, and how the kernels store and multiply it."""
+
+    INT = "int"
+    BINARY = "binary"  # {-1, 1}: stored in 1 bit (b -> 2b - 1), products are sign selections
+    TERNARY = "ternary"  # {-1, 0, 1}: 2 bits
+    QUATERNARY = "quaternary"  # {-2, -1, 1, 2}: 3 bits, a sign selection and one shift
+
+    @property
+    def storage_bits(self) -> int | None:
+        """Bits per stored code (None: the integer code width)."""
+        return {Codebook.BINARY: 1, Codebook.TERNARY: 2, Codebook.QUATERNARY: 3}.get(self)
+
+    @property
+    def cpp(self) -> str:
+        """The kernels' enumerator (nnet_tessera_rnn.h)."""
+        return f"TESSERA_W_{self.name}"
 
 
 
@@ -53,15 +76,15 @@ class Weights:
     frac: int
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> Codebook:
         vals = set(np.unique(self.codes).tolist())
         if vals <= {-1, 1}:
-            return "binary"
+            return Codebook.BINARY
         if vals <= {-1, 0, 1}:
-            return "ternary"
+            return Codebook.TERNARY
         if vals <= {-2, -1, 1, 2}:
-            return "quaternary"
-        return "int"
+            return Codebook.QUATERNARY
+        return Codebook.INT
 
     @property
     def ftype(self) -> FixedType:
@@ -182,14 +205,10 @@ class OnnxArith:
 
     def conv(self, x: str, w: np.ndarray) -> str:
         """'same' 2D convolution of int8 codes, one ConvInteger per 7-bit weight limb."""
-        b, p = self.b, w.shape[-1] // 2
-        xq = b.op("Cast", [x], to="int8")
-        acc = None
-        for limb, shift in int8_limbs(w):
-            part = b.op("Cast", [b.op("ConvInteger", [xq, b.const(limb)], pads=[p, p, p, p])], to="int64")
-            if shift:
-                part = b.op("Mul", [part, b.const(np.array(1 << shift, dtype=np.int64))])
-            acc = part if acc is None else b.op("Add", [acc, part])
+        p = w.shape[-1] // 2
+        acc = limb_kernel(self.b, "ConvInteger", x, INT8_CODES, w, out_axis=0, pads=[p, p, p, p])
+        if acc is None:
+            raise UnsupportedModelError(f"a {w.shape} cell convolution's int32 sums could overflow")
         return acc
 
     def add(self, a: str, b_: str) -> str:
@@ -287,39 +306,48 @@ def bias_fx(A, codes: np.ndarray | None, frac: int, conv: bool = False) -> Fx | 
 # ---------------------------------------------------------------------------------------
 
 
-class RecurrentOp(OpDef):
-    """Shared driver of the recurrent ops.  A subclass defines
+AttrsT = TypeVar("AttrsT")
 
-    * ``state_quants(attrs)``: the quantizer of each state (``h`` first);
-    * ``initial(attrs)``: the initial state codes (each of the state's shape);
-    * ``step(A, attrs, x, state) -> state``: one step on any back end;
-    * ``check(attrs, x, node)``;
 
-    and gets type inference (interval analysis of one step from full-range states, valid
-    for every step), the integer reference and the onnxruntime form (unrolled over time,
-    inputs ``(N, T, ...)``; outputs every ``h`` in processing order ``(N, T, ...)`` or the
-    last one).  ``attrs`` must have ``reverse`` and ``return_sequences``.
-    """
+def cell_matrices(cell) -> list[Weights]:
+    """The weight matrices of a cell's gates (input and state)."""
+    return [w for g in cell.gates for w in (g.wx, g.wh) if w is not None]
 
-    input_layout = "sequence"
 
-    def state_quants(self, attrs) -> list[QuantAttrs]:
-        raise NotImplementedError
+def codebook_kind(mats: list[Weights]) -> Codebook:
+    """The codebook shared by all ``mats`` (INT when they differ)."""
+    kinds = {w.kind for w in mats}
+    return kinds.pop() if len(kinds) == 1 else Codebook.INT
 
-    def initial(self, attrs) -> list[np.ndarray]:
-        raise NotImplementedError
 
-    def step(self, A, attrs, x: Fx, state: list[Fx]) -> list[Fx]:
-        raise NotImplementedError
+def stored_width(mats: list[Weights]) -> int:
+    """Bits per stored code: the codebook's storage width, or the integer code width."""
+    return codebook_kind(mats).storage_bits or max(w.ftype.width for w in mats)
 
+
+def _int_bits(codes) -> int:
+    if codes is None or not len(codes):
+        return 0
+    return int(codes.size * FixedType.for_range(min(int(codes.min()), 0), max(int(codes.max()), 0), 0).width)
+
+
+class CellOp(OpDef[AttrsT], Generic[AttrsT]):
+    """An op made of quantized recurrent cells (LSTM, GRU, ConvLSTM): reads a sequence."""
+
+    traits = frozenset({Trait.SEQUENCE})
+
+    @abstractmethod
+    def cells(self, attrs) -> list:
+        """The op's cells (each with ``gates``): itself, or an encoder and a forecaster."""
+
+    @abstractmethod
     def check(self, attrs, x: TensorType, node: str) -> None:
-        raise NotImplementedError
+        """Shapes and quantizers the cell supports; refuses the rest naming ``node``."""
 
+    @abstractmethod
     def analyze(self, attrs, x: TensorType) -> IntervalArith:
-        A = IntervalArith()
-        state = [Fx((q.qmin, q.qmax), q.out.frac) for q in self.state_quants(attrs)]
-        self.step(A, attrs, Fx((x.lo, x.hi), x.ftype.frac), state)
-        return A
+        """The interval analysis of one step from full-range states: every named
+        intermediate's type (valid for every step)."""
 
     def checked_analysis(self, attrs, x: TensorType, node: str) -> IntervalArith:
         """``check`` then ``analyze``; a too-wide intermediate is reported with the node's name."""
@@ -328,6 +356,53 @@ class RecurrentOp(OpDef):
             return self.analyze(attrs, x)
         except UnsupportedModelError as exc:
             raise UnsupportedModelError(f"node '{node}': {exc}") from None
+
+    def weight_bits(self, attrs) -> int:
+        """The weights at their codebook's storage width (1/2/3 bits) or their integer code
+        width, plus the biases."""
+        total = 0
+        for cell in self.cells(attrs):
+            mats = cell_matrices(cell)
+            total += sum(w.codes.size for w in mats) * stored_width(mats)
+            for g in cell.gates:
+                total += sum(_int_bits(getattr(g, b, None)) for b in ("bias", "bx", "bh"))
+        return int(total)
+
+
+class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
+    """Shared driver of the single-cell recurrent ops (LSTM, GRU).  A subclass defines
+
+    * ``state_quants(attrs)``: the quantizer of each state (``h`` first);
+    * ``initial(attrs)``: the initial state codes (each of the state's shape);
+    * ``step(A, attrs, x, state) -> state``: one step on any back end;
+    * ``check(attrs, x, node)``;
+
+    and gets type inference (interval analysis of one step from full-range states, valid
+    for every step), the integer semantics and the onnxruntime form (unrolled over time,
+    inputs ``(N, T, ...)``; outputs every ``h`` in processing order ``(N, T, ...)`` or the
+    last one).  ``attrs`` must have ``reverse`` and ``return_sequences``.
+    """
+
+    @abstractmethod
+    def state_quants(self, attrs) -> list[QuantAttrs]:
+        """The quantizer of each state, ``h`` first."""
+
+    @abstractmethod
+    def initial(self, attrs) -> list[np.ndarray]:
+        """The initial state codes."""
+
+    @abstractmethod
+    def step(self, A, attrs, x: Fx, state: list[Fx]) -> list[Fx]:
+        """One step on any back end."""
+
+    def cells(self, attrs) -> list:
+        return [attrs]
+
+    def analyze(self, attrs, x: TensorType) -> IntervalArith:
+        A = IntervalArith()
+        state = [Fx((q.qmin, q.qmax), q.out.frac) for q in self.state_quants(attrs)]
+        self.step(A, attrs, Fx((x.lo, x.hi), x.ftype.frac), state)
+        return A
 
     def infer(self, attrs, ins, node):
         (x,) = ins
@@ -345,14 +420,14 @@ class RecurrentOp(OpDef):
             hs.append(state[0])
         return hs
 
-    def reference(self, attrs, xs, ins, out):
+    def semantics(self, attrs, xs, ins, out):
         x = xs[0].astype(np.int64)
         n = len(x)
         steps = [Fx(x[:, t], ins[0].ftype.frac) for t in range(x.shape[1])]
         hs = self._run(NumpyArith(), attrs, steps, lambda v: np.broadcast_to(v.astype(np.int64), (n, *v.shape)).copy())
         return np.stack([h.v for h in hs], axis=1) if attrs.return_sequences else hs[-1].v
 
-    def emit_onnx(self, attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs, b, xs, ins, out):
         A = OnnxArith(b)
         steps = [Fx(b.op("Gather", [xs[0], b.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
                  for t in range(ins[0].shape[0])]

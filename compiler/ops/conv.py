@@ -3,18 +3,26 @@
 ``acc = sum(w * x) + b`` on integer codes; accumulator typing follows :mod:`.dense`: the
 exact interval over every input the type allows, per output channel, from the actual weight
 codes.  2D lowers to hls4ml's ``Conv2D``; 3D (which hls4ml lacks) to Tessera's
-``TesseraConv3D`` extension layer (``hls_templates/conv3d``).
+``TesseraConv3D`` extension layer (``hls_templates/conv3d``).  A window op for the
+partitioner; the estimator costs one output pixel per iteration (io_stream: one padded
+input pixel per iteration, the last ``k_depth`` planes in a line buffer).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, bias_aligned, check_linear_attrs, check_width, finish_acc_onnx, fits_int8, int8_limbs, interval_dot, linear_acc_frac, linear_acc_range
+from .base import Layout, Trait, check_width, limb_kernel
+from .extension import DIMS, Extension, Weight, attr_shape
+from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx,
+                     linear_acc_frac, linear_acc_range)
+from .spans import window_span
+from .work import linear_work, padded, prod, window_buffer
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,8 +57,30 @@ def windows(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...]) ->
     return win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
 
 
-class Conv(OpDef):
+def conv_config_types(layer) -> dict:
+    """The type names the 3D (transposed) convolution config templates take."""
+    return {"accum_t": layer.get_attr("accum_t").name, "weight_t": layer.get_weights("weight").type.name,
+            "bias_t": layer.get_weights("bias").type.name}
+
+
+def conv3d_extension(layer: str, doc: str, folder: str, header: str) -> Extension:
+    """The extension layer of a 3D (transposed) convolution, channels-last; attributes
+    mirror hls4ml's Conv2D plus depth."""
+    sizes = tuple(f"{p}_{d}" for p in ("in", "out", "filt", "stride") for d in DIMS)
+    return Extension(
+        layer, doc, folder, header,
+        config_keys=sizes + ("n_chan", "n_filt", "pad_front", "pad_top", "pad_left"),
+        output_shape=attr_shape(*(f"out_{d}" for d in DIMS), last="n_filt"),
+        attributes=sizes + ("n_chan", "n_filt", "pad_front", "pad_back", "pad_top", "pad_bottom", "pad_left", "pad_right"),
+        weights=(Weight("weight", "w{index}", "w"), Weight("bias", "b{index}", "b")),
+        types=("accum",), config_types=conv_config_types)
+
+
+class Conv(LinearOp[Attrs]):
     name = "conv"
+    traits = LinearOp.traits | {Trait.WINDOW}
+    extensions = (conv3d_extension("TesseraConv3D", "3D convolution, channels-last.", "conv3d",
+                                   "nnet_tessera_conv3d.h"),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -63,7 +93,7 @@ class Conv(OpDef):
             raise UnsupportedModelError(f"node '{node}': Conv output would be empty for input {x.shape}")
         return check_width(TensorType.from_range((attrs.weight.shape[0], *sp), lo, hi, facc), node, "the accumulator")
 
-    def reference(self, attrs: Attrs, xs, ins, out):
+    def semantics(self, attrs: Attrs, xs, ins, out):
         n = attrs.ndim
         pad = ((0, 0), (0, 0)) + tuple((attrs.pads[i], attrs.pads[n + i]) for i in range(n))
         win = windows(np.pad(xs[0].astype(np.int64), pad), attrs.weight.shape[2:], attrs.strides)
@@ -74,35 +104,22 @@ class Conv(OpDef):
         shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
         return (acc << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)
 
-    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
         x = ins[0]
-        xt = fits_int8(x)
-        wt = fits_int8(TensorType(attrs.weight.shape, attrs.wtype, int(attrs.weight.min()), int(attrs.weight.max())))
-        # Weights wider than 8 bits (e.g. per-channel scales moved onto one grid) run as one
-        # ConvInteger per 7-bit limb, recombined in int64: exact.
-        parts = [(attrs.weight.astype(wt), 0)] if wt else int8_limbs(attrs.weight)
-        xmax = max(abs(x.lo), abs(x.hi))
-        bound = max(int(max(interval_dot(np.abs(w.astype(np.int64).reshape(w.shape[0], -1)), 0, xmax, axis=1)[1]))
-                    for w, _ in parts)
-        if not (xt and bound < 2**31):
+        # one ConvInteger per 7-bit weight limb (also weights wider than 8 bits, e.g.
+        # per-channel scales moved onto one grid), recombined in int64: exact
+        acc = limb_kernel(b, "ConvInteger", xs[0], x, attrs.weight, out_axis=0, pads=list(attrs.pads),
+                          strides=list(attrs.strides))
+        if acc is None:
             raise UnsupportedModelError(
                 f"Conv with {x.ftype.width}-bit inputs: the exact reference supports inputs up to 8 bits (ConvInteger)"
             )
-        xq = b.op("Cast", [xs[0]], to=xt)
-        acc = None
-        for w, shift in parts:
-            part = b.op("Cast", [b.op("ConvInteger", [xq, b.const(w)], pads=list(attrs.pads), strides=list(attrs.strides))],
-                        to="int64")
-            if shift:
-                part = b.op("Mul", [part, b.const(np.array(1 << shift, dtype=np.int64))])
-            acc = part if acc is None else b.op("Add", [acc, part])
         return finish_acc_onnx(b, acc, out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
                                _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))
 
     def lower(self, attrs: Attrs, hl, node, ins, out):
         x = ins[0]
-        bias = attrs.bias if attrs.bias is not None else np.zeros(attrs.weight.shape[0], dtype=np.int64)
-        btype = attrs.btype or FixedType(1, out.ftype.frac, False)
+        bias, btype = bias_or_zeros(attrs, attrs.weight.shape[0], out)
         # kernel layout (*kernel, c_in, c_out), as hls4ml's Conv2D and our Conv3D expect
         w = attrs.weight.transpose(*range(2, 2 + attrs.ndim), 1, 0)
         layer = {
@@ -124,10 +141,35 @@ class Conv(OpDef):
             layer[f"pad_{end[i]}"] = attrs.pads[attrs.ndim + i]
         layer["class_name"] = "Conv2D" if attrs.ndim == 2 else "TesseraConv3D"
         precision = {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(), "result": out.ftype.hls()}
-        hl.add_layer(node, layer, precision, layout="channels")
+        hl.add_layer(node, layer, precision, layout=Layout.CHANNELS)
 
     def macs(self, attrs, ins, out):
         return int(np.prod(out.shape) * np.prod(attrs.weight.shape[1:]))
+
+    def bias_size(self, attrs: Attrs) -> int:
+        return int(attrs.weight.shape[0])
+
+    def cost(self, attrs: Attrs, ins, out, io):
+        x = ins[0]
+        f, c = attrs.weight.shape[:2]
+        k = attrs.weight.shape[2:]
+        extent = padded(x, attrs.pads)
+        buf, fill = window_buffer(x, k[0], extent)
+        stream = io == "io_stream"
+        return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),
+                           mults=prod(k) * c * f, taps=prod(k) * c,
+                           steps=prod(extent) if stream else prod(out.shape[1:]), kind=self.weight_kind(attrs),
+                           w_bits=attrs.wtype.width, reuse_dims=(prod(k) * c, f) if attrs.ndim == 2 else None,
+                           line_buffer_bits=buf if stream else 0, fill_steps=fill if stream else 0)
+
+    def input_span(self, attrs: Attrs, span):
+        return window_span(span, attrs.weight.shape[2:], attrs.strides, attrs.pads)
+
+    def with_pads(self, attrs: Attrs, pads):
+        return dataclasses.replace(attrs, pads=tuple(pads))
+
+    def spatial_stride(self, attrs: Attrs):
+        return attrs.strides
 
 
 OP = Conv()

@@ -10,6 +10,8 @@ step of the last cell, ``(T', Hc, H, W)``.
 One step is the LSTM step of :mod:`.lstm` with every matrix product replaced by a 2D
 'same' convolution (stride 1, zero padding ``k // 2``); it is the same code
 (:func:`.lstm.gate_acc`, :func:`.lstm.gated_state`) on :mod:`.cellprog`'s back ends.
+Lowered to ``TesseraConvLSTM`` / ``TesseraConvLSTMForecaster`` (``hls_templates/rnn``): the
+encoder (and forecaster) cells as nested ``enc`` / ``fc`` structs of one config.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...hls_templates import render
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from . import cellprog as cp
-from .base import OpDef
-from .lstm import GATES, Gate, check_biases, check_table_inputs, gate_acc, gated_state
+from .base import Layout
+from .cellhls import check_biases, check_table_inputs, cint, codebook, frames_extension, int_precision, recurrent_work
+from .lstm import GATES, Gate, gate_acc, gated_state, lstm_body
 from .quant import Attrs as QuantAttrs
 
 
@@ -64,9 +68,21 @@ def handover(A, enc: Cell, fc: Cell, state: list[cp.Fx]) -> list[cp.Fx]:
     return [cp.requant(A, h, fc.out), cp.requant(A, c, fc.cell)]
 
 
-class ConvLstm(OpDef):
+ENCODER_WEIGHTS = ("enc_wx", "enc_wh", "enc_b", "enc_gate_table", "enc_cell_table")
+FORECASTER_WEIGHTS = ENCODER_WEIGHTS + ("fc_wh", "fc_b", "fc_gate_table", "fc_cell_table")
+
+
+class ConvLstm(cp.CellOp[Attrs]):
     name = "convlstm"
-    input_layout = "sequence"
+    extensions = (
+        frames_extension("TesseraConvLSTM", "convlstm_", ENCODER_WEIGHTS,
+                         "ConvLSTM encoder over a frame sequence (channels-last frames)."),
+        frames_extension("TesseraConvLSTMForecaster", "convlstm_fc_", FORECASTER_WEIGHTS,
+                         "ConvLSTM encoder, then a forecaster cell without input from the encoder's states."),
+    )
+
+    def cells(self, a: Attrs) -> list:
+        return [a.encoder] + ([a.forecaster] if a.forecaster is not None else [])
 
     def check(self, a: Attrs, x: TensorType, node: str) -> None:
         if len(x.shape) != 4:
@@ -96,8 +112,6 @@ class ConvLstm(OpDef):
             cell_step(cp.Prefixed(A, prefix), cell, xin, state)
         return A
 
-    checked_analysis = cp.RecurrentOp.checked_analysis
-
     def infer(self, a: Attrs, ins, node):
         (x,) = ins
         A = self.checked_analysis(a, x, node)
@@ -122,14 +136,14 @@ class ConvLstm(OpDef):
             hs.append(state[0])
         return hs
 
-    def reference(self, a: Attrs, xs, ins, out):
+    def semantics(self, a: Attrs, xs, ins, out):
         x = xs[0].astype(np.int64)
         n, _, _, hh, ww = x.shape
         steps = [cp.Fx(x[:, t], ins[0].ftype.frac) for t in range(x.shape[1])]
         hs = self._run(cp.NumpyArith(), a, steps, lambda: np.zeros((n, a.encoder.hidden, hh, ww), dtype=np.int64))
         return np.stack([h.v for h in hs], axis=1)
 
-    def emit_onnx(self, a: Attrs, b, xs, ins, out):
+    def onnx_reference(self, a: Attrs, b, xs, ins, out):
         A = cp.OnnxArith(b)
         steps = [cp.Fx(b.op("Gather", [xs[0], b.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
                  for t in range(ins[0].shape[0])]
@@ -142,9 +156,37 @@ class ConvLstm(OpDef):
         return b.op("Concat", [b.op("Unsqueeze", [h.v, b.const(np.array([1], dtype=np.int64))]) for h in hs], axis=1)
 
     def lower(self, a: Attrs, hl, node, ins, out):
-        from ..lower.rnn import lower_convlstm
-
-        lower_convlstm(a, hl, node, ins[0], out, self.analyze(a, ins[0]))
+        x = ins[0]
+        A = self.analyze(a, x)
+        cells = [("enc", a.encoder, True)] + ([("fc", a.forecaster, False)] if a.forecaster else [])
+        arrays, precisions, blocks = {}, {}, []
+        for name, cell, has_input in cells:
+            gates = dict(zip(GATES, cell.gates))
+            mats = ([gates[g].wx for g in GATES] if has_input else []) + [gates[g].wh for g in GATES]
+            kind, stored, wprec = codebook(mats)
+            body, bias, table, ctable = lstm_body(A, f"{name}_", gates, cell.cell, cell.cell_act, cell.out, False,
+                                                  has_input)
+            if has_input:
+                arrays[f"{name}_wx"], precisions[f"{name}_wx"] = np.concatenate(stored[:4]), wprec
+            arrays[f"{name}_wh"], precisions[f"{name}_wh"] = np.concatenate(stored[-4:]), wprec
+            for key, v in (("b", bias), ("gate_table", table), ("cell_table", ctable)):
+                arrays[f"{name}_{key}"], precisions[f"{name}_{key}"] = v, int_precision(int(v.min()), int(v.max()))
+            blocks.append(render("rnn/convlstm_cell.tpl", name=name, has_input=str(has_input).lower(), wkind=kind.cpp,
+                                 wx_t=f"{name}_wx_t" if has_input else "ap_int<2>", body=body))
+        hand = {"sh_handover_h": 0, "sh_handover_c": 0}
+        if a.forecaster is not None:
+            hand = {"sh_handover_h": a.encoder.out.out.frac - a.forecaster.out.out.frac,
+                    "sh_handover_c": a.encoder.cell.out.frac - a.forecaster.cell.out.frac}
+        t, c, hh, ww = x.shape
+        layer = {"class_name": self.extensions[1 if a.forecaster else 0].layer,
+                 "n_steps": t, "n_in": c, "n_hidden": a.encoder.hidden, "height": hh, "width": ww,
+                 "kernel": a.encoder.kernel, "steps_out": a.steps_out,
+                 "out_shape": [out.shape[0], hh, ww, out.shape[1]],
+                 "body": f"    typedef {cint(x.ftype)} x_t;\n" + "\n".join(f"    static const int {k} = {v};" for k, v in hand.items())
+                 + "\n" + "\n".join(blocks)}
+        for k, v in arrays.items():
+            layer[f"{k}_data"] = np.asarray(v, dtype=np.float64).reshape(-1)
+        hl.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout=Layout.SEQUENCE)
 
     def macs(self, a: Attrs, ins, out):
         t, c, hh, ww = ins[0].shape
@@ -153,6 +195,17 @@ class ConvLstm(OpDef):
         if a.forecaster is not None:
             total += a.steps_out * 4 * enc.hidden * hh * ww * a.forecaster.kernel ** 2 * enc.hidden
         return int(total)
+
+    def cost(self, a: Attrs, ins, out, io):
+        t, c, hh, ww = ins[0].shape
+        enc, pix = a.encoder, hh * ww
+        mults = 4 * (c + enc.hidden) * enc.kernel ** 2
+        steps = t * enc.hidden * pix
+        if a.forecaster is not None:
+            mults += 4 * enc.hidden * a.forecaster.kernel ** 2
+            steps += a.steps_out * enc.hidden * pix
+        return recurrent_work(self, a, ins, out, states=3, mults=mults, taps=(c + enc.hidden) * enc.kernel ** 2,
+                              steps=steps, frames=pix)
 
 
 OP = ConvLstm()

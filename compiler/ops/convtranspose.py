@@ -5,19 +5,28 @@ exact interval over every input, per output channel and per output phase (positi
 stride), from the actual weight codes.  Lowered for 3D to ``TesseraConvTranspose3D``
 (``hls_templates/convtranspose3d``).  onnxruntime has no integer ConvTranspose, so the
 reference uses float32 ConvTranspose only after proving every partial sum is an integer
-below 2**24 (exact in float32); otherwise the model is refused.
+below 2**24 (exact in float32); otherwise the model is refused.  A scatter op for the
+partitioner (a block computes its local output and crops it); the estimator costs the
+gather form of the kernel (one output pixel per iteration).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, bias_aligned, check_linear_attrs, check_width, finish_acc_onnx, interval_dot, linear_acc_frac, linear_acc_range
+from .base import Layout, Trait, check_width, interval_dot
+from .conv import conv3d_extension
+from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx, linear_acc_frac,
+                     linear_acc_range)
+from .spans import transposed_input
+from .work import bits, linear_work, prod
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,8 +61,11 @@ def phase_weights(attrs: Attrs):
         yield np.moveaxis(sub, 1, 0).reshape(attrs.weight.shape[1], -1)
 
 
-class ConvTranspose(OpDef):
+class ConvTranspose(LinearOp[Attrs]):
     name = "convtranspose"
+    traits = LinearOp.traits | {Trait.SCATTER}
+    extensions = (conv3d_extension("TesseraConvTranspose3D", "3D transposed convolution, channels-last.",
+                                   "convtranspose3d", "nnet_tessera_convtranspose3d.h"),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -66,7 +78,7 @@ class ConvTranspose(OpDef):
             raise UnsupportedModelError(f"node '{node}': ConvTranspose output would be empty")
         return check_width(TensorType.from_range((attrs.weight.shape[1], *sp), lo, hi, facc), node, "the accumulator")
 
-    def reference(self, attrs: Attrs, xs, ins, out):
+    def semantics(self, attrs: Attrs, xs, ins, out):
         x = xs[0].astype(np.int64)
         n, k, s = attrs.ndim, attrs.weight.shape[2:], attrs.strides
         full = tuple((x.shape[2 + i] - 1) * s[i] + k[i] for i in range(n))
@@ -80,7 +92,7 @@ class ConvTranspose(OpDef):
         shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
         return (y << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)
 
-    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
         x = ins[0]
         bound = 0
         for w in phase_weights(attrs):
@@ -99,8 +111,7 @@ class ConvTranspose(OpDef):
         if attrs.ndim != 3:
             raise UnsupportedModelError(f"node '{node.name}': only 3D ConvTranspose has an HLS kernel")
         x = ins[0]
-        bias = attrs.bias if attrs.bias is not None else np.zeros(attrs.weight.shape[1], dtype=np.int64)
-        btype = attrs.btype or FixedType(1, out.ftype.frac, False)
+        bias, btype = bias_or_zeros(attrs, attrs.weight.shape[1], out)
         w = attrs.weight.transpose(2, 3, 4, 0, 1)  # (kd, kh, kw, c_in, c_out)
         layer = {"class_name": "TesseraConvTranspose3D", "data_format": "channels_last",
                  "n_chan": attrs.weight.shape[0], "n_filt": attrs.weight.shape[1],
@@ -112,10 +123,42 @@ class ConvTranspose(OpDef):
         layer.update(pad_front=attrs.pads[0], pad_top=attrs.pads[1], pad_left=attrs.pads[2],
                      pad_back=attrs.pads[3], pad_bottom=attrs.pads[4], pad_right=attrs.pads[5])
         hl.add_layer(node, layer, {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(),
-                                   "result": out.ftype.hls()}, layout="channels")
+                                   "result": out.ftype.hls()}, layout=Layout.CHANNELS)
 
     def macs(self, attrs, ins, out):
         return int(np.prod(ins[0].shape) * np.prod(attrs.weight.shape[1:]))
+
+    def bias_size(self, attrs: Attrs) -> int:
+        return int(attrs.weight.shape[1])
+
+    def cost(self, attrs: Attrs, ins, out, io):
+        """Gather form (hls_templates/convtranspose3d): each output pixel sums C x prod(ceil(k/s))
+        input taps per filter; io_stream keeps a ring of ceil(k0/s0) input planes."""
+        x = ins[0]
+        c, f = attrs.weight.shape[:2]
+        k = attrs.weight.shape[2:]
+        per_dim = [math.ceil(ki / si) for ki, si in zip(k, attrs.strides)]
+        taps = c * prod(per_dim)
+        stream = io == "io_stream"
+        ring = per_dim[0] * prod(x.shape[2:]) * c * bits(x)
+        return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),
+                           mults=taps * f, taps=taps, steps=prod(out.shape[1:]), kind=self.weight_kind(attrs),
+                           w_bits=attrs.wtype.width, line_buffer_bits=ring if stream else 0,
+                           fill_steps=(per_dim[0] - 1) * prod(out.shape[2:]) if stream else 0)
+
+    def input_span(self, attrs: Attrs, span):
+        k = attrs.weight.shape[2:]
+        return tuple(transposed_input(lo, hi, k[i], attrs.strides[i], attrs.pads[i]) for i, (lo, hi) in enumerate(span))
+
+    def with_pads(self, attrs: Attrs, pads):
+        return dataclasses.replace(attrs, pads=tuple(pads))
+
+    def spatial_stride(self, attrs: Attrs):
+        return attrs.strides
+
+    def scatter_origin(self, attrs: Attrs, have):
+        # local output index 0 is global need * stride - pad
+        return tuple(lo * s - p for (lo, _), s, p in zip(have, attrs.strides, attrs.pads))
 
 
 OP = ConvTranspose()

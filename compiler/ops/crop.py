@@ -16,7 +16,9 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from .base import OpDef
+from .base import Layout, OpDef, Trait
+from .extension import DIMS, Extension, attr_shape
+from .work import Work, bits, prod
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,14 @@ class Attrs:
     sizes: tuple[int, ...]
 
 
-class Crop(OpDef):
+class Crop(OpDef[Attrs]):
     name = "crop"
+    traits = frozenset({Trait.RANGE_EXACT})
+    extensions = (Extension(
+        "TesseraCrop3D", "A box of a channels-last tensor (inserted by the spatial partitioner).", "crop",
+        "nnet_tessera_crop3d.h", config_keys=tuple(f"{p}_{d}" for p in ("in", "start", "out") for d in DIMS) + ("n_chan",),
+        output_shape=attr_shape(*(f"out_{d}" for d in DIMS), last="n_chan"),
+        attributes=tuple(f"{p}_{d}" for p in ("in", "start", "out") for d in DIMS) + ("n_chan",)),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -36,11 +44,11 @@ class Crop(OpDef):
             raise UnsupportedModelError(f"node '{node}': crop {attrs.starts}+{attrs.sizes} outside input {x.shape}")
         return TensorType((x.shape[0], *attrs.sizes), x.ftype, x.lo, x.hi)
 
-    def reference(self, attrs: Attrs, xs, ins, out):
+    def semantics(self, attrs: Attrs, xs, ins, out):
         sl = tuple(slice(a, a + n) for a, n in zip(attrs.starts, attrs.sizes))
         return xs[0][(slice(None), slice(None)) + sl]
 
-    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
         axes = np.arange(2, 2 + len(attrs.starts), dtype=np.int64)
         starts = np.array(attrs.starts, dtype=np.int64)
         return b.op("Slice", [xs[0], b.const(starts), b.const(starts + np.array(attrs.sizes, dtype=np.int64)),
@@ -53,9 +61,17 @@ class Crop(OpDef):
         starts = (0,) * (3 - n) + attrs.starts
         sizes = (1,) * (3 - n) + attrs.sizes
         layer = {"class_name": "TesseraCrop3D", "n_chan": x.shape[0]}
-        for i, d in enumerate(("depth", "height", "width")):
+        for i, d in enumerate(DIMS):
             layer[f"in_{d}"], layer[f"start_{d}"], layer[f"out_{d}"] = spatial[i], starts[i], sizes[i]
-        hl.add_layer(node, layer, {"result": out.ftype.hls()}, layout="channels")
+        hl.add_layer(node, layer, {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
+
+    def cost(self, attrs: Attrs, ins, out, io):
+        """A box of the input: wires in io_parallel; io_stream reads every input word and
+        forwards those inside the box (a word register per channel)."""
+        x = ins[0]
+        if io == "io_parallel":
+            return Work(macs=0, steps=0, out_bits=out.size * bits(out))
+        return Work(macs=0, steps=prod(x.shape[1:]), lanes=x.shape[0], ff_per_lane=bits(x))
 
 
 OP = Crop()

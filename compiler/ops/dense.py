@@ -4,6 +4,8 @@ Codes are aligned to the accumulator's fractional bits ``facc = max(fx + fw, fb)
 accumulator range is the exact interval of ``x @ W + b`` over every x the input type
 allows, computed from the actual weight codes, so the derived width cannot overflow.
 Because every input range contains 0, every partial sum also lies in that interval.
+Lowers to hls4ml's ``Dense``; the estimator costs hls4ml's ``dense_latency`` (all products
+of one sample in one iteration, hls4ml's reuse-factor rule).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, bias_aligned, check_width, finish_acc_onnx, fits_int8, interval_dot, linear_acc_frac, linear_acc_range
+from .base import Layout, check_width, limb_kernel
+from .linear import LinearOp, bias_aligned, bias_or_zeros, finish_acc_onnx, linear_acc_frac, linear_acc_range
+from .work import linear_work
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,7 +33,7 @@ def _bias_aligned(attrs: Attrs, facc: int) -> np.ndarray:
     return bias_aligned(attrs.bias, attrs.btype, attrs.weight.shape[1], facc)
 
 
-class Dense(OpDef):
+class Dense(LinearOp[Attrs]):
     name = "dense"
 
     def infer(self, attrs: Attrs, ins, node):
@@ -44,29 +48,24 @@ class Dense(OpDef):
         t = TensorType.from_range(x.shape[:-1] + (attrs.weight.shape[1],), lo, hi, facc)
         return check_width(t, node, "the accumulator")
 
-    def reference(self, attrs: Attrs, xs, ins, out):
+    def semantics(self, attrs: Attrs, xs, ins, out):
         facc = out.ftype.frac
         shift = np.int64(facc - ins[0].ftype.frac - attrs.wtype.frac)
         acc = np.matmul(xs[0].astype(np.int64), attrs.weight.astype(np.int64))
         return (acc << shift) + _bias_aligned(attrs, facc)
 
-    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
         x = ins[0]
-        xt, wt = fits_int8(x), fits_int8(TensorType(attrs.weight.shape, attrs.wtype, int(attrs.weight.min()), int(attrs.weight.max())))
-        _, bound = interval_dot(np.abs(attrs.weight), 0, max(abs(x.lo), abs(x.hi)), axis=0)
-        if xt and wt and max(bound) < 2**31:
-            # Integer kernel with int32 accumulation; the bound above proves int32 cannot overflow.
-            xq = b.op("Cast", [xs[0]], to=xt)
-            acc = b.op("MatMulInteger", [xq, b.const(attrs.weight.astype(wt))])
-            acc = b.op("Cast", [acc], to="int64")
-        else:
+        # integer kernels on 7-bit weight limbs (int32 accumulation, proven not to overflow),
+        # else int64 MatMul: both exact
+        acc = limb_kernel(b, "MatMulInteger", xs[0], x, attrs.weight, out_axis=1)
+        if acc is None:
             acc = b.op("MatMul", [xs[0], b.const(attrs.weight.astype(np.int64))])
         return finish_acc_onnx(b, acc, out.ftype.frac - x.ftype.frac - attrs.wtype.frac, _bias_aligned(attrs, out.ftype.frac))
 
     def lower(self, attrs: Attrs, hl, node, ins, out):
         w = attrs.weight[hl.flat_perm(node.inputs[0])]  # rows in the HLS (channels-last) order
-        bias = attrs.bias if attrs.bias is not None else np.zeros(w.shape[1], dtype=np.int64)
-        btype = attrs.btype or FixedType(1, out.ftype.frac, False)
+        bias, btype = bias_or_zeros(attrs, w.shape[1], out)
         hl.add_layer(
             node,
             {
@@ -82,10 +81,20 @@ class Dense(OpDef):
                 "accum": out.ftype.hls(),
                 "result": out.ftype.hls(),
             },
+            layout=Layout.FLAT,
         )
 
     def macs(self, attrs, ins, out):
         return int(attrs.weight.size)
+
+    def bias_size(self, attrs: Attrs) -> int:
+        return int(attrs.weight.shape[1])
+
+    def cost(self, attrs: Attrs, ins, out, io):
+        n_in, n_out = attrs.weight.shape
+        return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),
+                           mults=n_in * n_out, taps=n_in, steps=1, kind=self.weight_kind(attrs),
+                           w_bits=attrs.wtype.width, reuse_dims=(n_in, n_out))
 
 
 OP = Dense()

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from ..ir.types import TensorType
-from .base import OpDef
+from .base import OpDef, Trait
+from .work import layout_work
 
 
 @dataclass(frozen=True)
@@ -19,21 +19,25 @@ class Attrs:
     pass
 
 
-class Flatten(OpDef):
+class Flatten(OpDef[Attrs]):
     name = "flatten"
+    traits = frozenset({Trait.RESHAPE})
 
     def infer(self, attrs, ins, node):
         (x,) = ins
         return TensorType((x.size,), x.ftype, x.lo, x.hi)
 
-    def reference(self, attrs, xs, ins, out):
+    def semantics(self, attrs, xs, ins, out):
         return xs[0].reshape(xs[0].shape[0], -1)
 
-    def emit_onnx(self, attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs, b, xs, ins, out):
         return b.op("Flatten", [xs[0]], axis=1)
 
     def lower(self, attrs, hl, node, ins, out):
         hl.add_layer(node, {"class_name": "Reshape", "target_shape": [int(out.size)]}, {"result": out.ftype.hls()})
+
+    def cost(self, attrs, ins, out, io):
+        return layout_work()
 
 
 OP = Flatten()

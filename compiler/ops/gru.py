@@ -8,7 +8,7 @@ PyTorch ``nn.GRU`` equations ("linear before reset"), gates r, z, n::
     h'    = Qout((1 - z) * n + z * h)                  exact products and sums
 
 Written once (:class:`Gru.step`) on :mod:`.cellprog`; input ``(T, I)``, output every hidden
-state ``(T, H)`` or the last one.
+state ``(T, H)`` or the last one.  Lowered to ``TesseraGRU`` (``hls_templates/rnn``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...hls_templates import render
 from ..ir.types import TensorType
 from . import cellprog as cp
-from .lstm import check_dense_cell, check_table_inputs
+from .cellhls import (add_weights_layer, bias_codes, check_dense_cell, check_table_inputs, cint, codebook, gate_tables,
+                      int_precision, quant_fields, recurrent_work, require_zero_states, sequence_extension, shift,
+                      typedefs)
 from .quant import Attrs as QuantAttrs
 
 GATES = ("r", "z", "n")
@@ -50,8 +53,9 @@ class Attrs:
         return int(self.gates[0].wh.codes.shape[0])
 
 
-class Gru(cp.RecurrentOp):
+class Gru(cp.RecurrentOp[Attrs]):
     name = "gru"
+    extensions = (sequence_extension("TesseraGRU", "gru_", ("wx", "wh", "bx", "bh", "gate_table"), ()),)
 
     def state_quants(self, attrs: Attrs):
         return [attrs.out]
@@ -87,13 +91,52 @@ class Gru(cp.RecurrentOp):
         check_table_inputs([g.acc for g in attrs.gates], node)
 
     def lower(self, attrs: Attrs, hl, node, ins, out):
-        from ..lower.rnn import lower_gru
-
-        lower_gru(attrs, hl, node, ins[0], out, self.analyze(attrs, ins[0]))
+        x = ins[0]
+        A = self.analyze(attrs, x)
+        require_zero_states([attrs.h0], node, "GRU")
+        H = attrs.hidden
+        kind, stored, wprec = codebook([g.wx for g in attrs.gates] + [g.wh for g in attrs.gates])
+        wx, wh = np.concatenate(stored[:3]), np.concatenate(stored[3:])
+        table, offsets = gate_tables(attrs.gates)
+        T = A.types
+        bxs, bhs, gate_blocks = [], [], []
+        for k, (g, gate) in enumerate(zip(GATES, attrs.gates)):
+            bx, bxf = bias_codes(gate.bx, gate.bx_frac, H, T[f"{g}_gi"].frac)
+            bh, bhf = bias_codes(gate.bh, gate.bh_frac, H, T[f"{g}_gh"].frac)
+            bxs.append(bx)
+            bhs.append(bh)
+            gh_name = "n_rgh" if g == "n" else f"{g}_gh"
+            gate_blocks.append(render(
+                "rnn/gru_gate.tpl", name=g, ax_t=cint(T[f"{g}_ax"]), ah_t=cint(T[f"{g}_ah"]),
+                gi_t=cint(T[f"{g}_gi"]), gh_t=cint(T[f"{g}_gh"]), acc_t=cint(T[f"{g}_acc"]),
+                q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
+                sh_ax=shift(T, f"{g}_gi", f"{g}_ax"), sh_bx=shift(T, f"{g}_gi", bxf),
+                sh_ah=shift(T, f"{g}_gh", f"{g}_ah"), sh_bh=shift(T, f"{g}_gh", bhf),
+                sh_gi=shift(T, f"{g}_acc", f"{g}_gi"), sh_gh=shift(T, f"{g}_acc", gh_name),
+                table_offset=offsets[k], **quant_fields(gate.acc, T[f"{g}_acc"].frac)))
+        bx, bh = np.concatenate(bxs), np.concatenate(bhs)
+        oq = attrs.out
+        types = "\n".join([f"    typedef {cint(x.ftype)} x_t;", f"    typedef {cint(oq.out)} h_t;",
+                           typedefs(A, ["n_rgh", "z_h", "one_minus_z", "zn", "h_sum"])])
+        body = render("rnn/gru_body.tpl", types=types, gates="\n".join(gate_blocks), z_one=1 << T["z_act"].frac,
+                      sh_sum_zn=shift(T, "h_sum", "zn"), sh_sum_zh=shift(T, "h_sum", "z_h"),
+                      sh_h=T["h_sum"].frac - oq.out.frac, h_mode=oq.rounding.cpp, h_min=oq.qmin, h_max=oq.qmax)
+        add_weights_layer(hl, node, out, x, "TesseraGRU", {
+            "n_hidden": H, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
+            "wkind": kind.cpp, "body": body,
+        }, {"wx": wx, "wh": wh, "bx": bx, "bh": bh, "gate_table": table}, {
+            "wx": wprec, "wh": wprec, "bx": int_precision(int(bx.min()), int(bx.max())),
+            "bh": int_precision(int(bh.min()), int(bh.max())), "gate_table": int_precision(int(table.min()), int(table.max())),
+        })
 
     def macs(self, attrs, ins, out):
         t, i = ins[0].shape
         return int(t * 3 * attrs.hidden * (i + attrs.hidden))
+
+    def cost(self, attrs: Attrs, ins, out, io):
+        t, i = ins[0].shape
+        return recurrent_work(self, attrs, ins, out, states=2, mults=3 * (i + attrs.hidden), taps=i + attrs.hidden,
+                              steps=t * attrs.hidden)
 
 
 OP = Gru()

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.types import FixedType, TensorType
-from .base import OpDef, check_width
+from .base import OpDef, Trait, check_width
+from .work import elementwise_work
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,9 @@ class Attrs:
         return FixedType.for_range(min(self.alpha_code, 0), max(self.alpha_code, 0), self.alpha_frac)
 
 
-class LeakyRelu(OpDef):
+class LeakyRelu(OpDef[Attrs]):
     name = "leakyrelu"
+    traits = frozenset({Trait.ELEMENTWISE, Trait.RANGE_EXACT})
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -34,11 +36,11 @@ class LeakyRelu(OpDef):
         cands = [x.lo << fa if x.lo >= 0 else x.lo * a, x.hi << fa if x.hi >= 0 else x.hi * a, 0]
         return check_width(TensorType.from_range(x.shape, min(cands), max(cands), x.ftype.frac + fa), node, "LeakyRelu")
 
-    def reference(self, attrs: Attrs, xs, ins, out):
+    def semantics(self, attrs: Attrs, xs, ins, out):
         x = xs[0].astype(np.int64)
         return np.where(x >= 0, x << np.int64(attrs.alpha_frac), x * np.int64(attrs.alpha_code))
 
-    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
         pos = b.op("Mul", [b.op("Max", [xs[0], b.const(np.array(0, dtype=np.int64))]),
                            b.const(np.array(1 << attrs.alpha_frac, dtype=np.int64))])
         neg = b.op("Mul", [b.op("Min", [xs[0], b.const(np.array(0, dtype=np.int64))]),
@@ -52,6 +54,9 @@ class LeakyRelu(OpDef):
              "activ_param": float(np.ldexp(float(attrs.alpha_code), -attrs.alpha_frac))},
             {"result": out.ftype.hls(), "param": attrs.alpha_type.hls()},
         )
+
+    def cost(self, attrs, ins, out, io):
+        return elementwise_work(out, io, 2)
 
 
 OP = LeakyRelu()

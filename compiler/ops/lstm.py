@@ -14,8 +14,9 @@ quantized by the input sigmoid's quantizer).  ``reverse`` processes the steps la
 first; outputs stay in processing order (as brevitas' cell returns them).
 
 The step is written once (:func:`step`) on :mod:`.cellprog`'s interface and executed by
-the integer reference, the onnxruntime emitter and the interval analysis that types the
-HLS kernel (``hls_templates/rnn``).
+the integer semantics, the onnxruntime reference and the interval analysis that types the
+HLS kernel (``hls_templates/rnn``, lowered here as ``TesseraLSTM``; the gated body is shared
+with ConvLSTM).
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
+from ...hls_templates import render
 from ..ir.types import TensorType
 from . import cellprog as cp
+from .cellhls import (add_weights_layer, bias_codes, check_dense_cell, check_table_inputs, cint, codebook, gate_tables,
+                      int_precision, quant_fields, recurrent_work, require_zero_states, sequence_extension, shift)
 from .quant import Attrs as QuantAttrs
 
 GATES = ("i", "f", "c", "o")
@@ -91,8 +94,42 @@ def gated_state(A, accs: dict, gates: dict, c: cp.Fx, cell: QuantAttrs, cell_act
     return h_new, c_new
 
 
-class Lstm(cp.RecurrentOp):
+def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act: cp.Act, oq: QuantAttrs,
+              cifg: bool, has_input: bool = True) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
+    """Types, constants and gate structs of one LSTM-gated cell (names in ``A`` prefixed by
+    ``p``); returns (body, concatenated biases, gate tables, cell tanh table)."""
+    T = {k[len(p):]: v for k, v in A.types.items() if k.startswith(p)}
+    H = gates["i"].wh.codes.shape[0]
+    table, offsets = gate_tables([gates[g] for g in GATES])
+    biases, blocks = [], []
+    for k, g in enumerate(GATES):
+        gate = gates[g]
+        if cifg and g == "f":
+            blocks.append(render("rnn/cifg_gate.tpl", name=g, act_t=cint(T["f_act"])))
+            biases.append(np.zeros(H, dtype=np.int64))
+            continue
+        b, bf = bias_codes(gate.bias, gate.bias_frac, H, T[f"{g}_acc"].frac)
+        biases.append(b)
+        blocks.append(render(
+            "rnn/lstm_gate.tpl", name=g, ax_t=cint(T[f"{g}_ax"]) if has_input else "ap_int<2>",
+            ah_t=cint(T[f"{g}_ah"]), acc_t=cint(T[f"{g}_acc"]), q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
+            sh_ax=shift(T, f"{g}_acc", f"{g}_ax") if has_input else 0, sh_ah=shift(T, f"{g}_acc", f"{g}_ah"),
+            sh_b=shift(T, f"{g}_acc", bf), table_offset=offsets[k], **quant_fields(gate.acc, T[f"{g}_acc"].frac)))
+    types = "\n".join([f"    typedef {cint(oq.out)} h_t;", f"    typedef {cint(cq.out)} c_t;",
+                       *(f"    typedef {cint(T[n])} {n}_t;" for n in ("fc", "ig", "fc_q", "ig_q", "c_sum", "c_tanh", "h_prod"))])
+    one = int(np.clip(1 << gates["i"].act.out.out.frac, gates["i"].act.out.qmin, gates["i"].act.out.qmax))
+    body = render(
+        "rnn/lstm_body.tpl", types=types, gates="\n".join(blocks), cifg_one=one,
+        sh_fc=T["fc"].frac - cq.out.frac, sh_ig=T["ig"].frac - cq.out.frac, sh_sum_fc=shift(T, "c_sum", "fc_q"),
+        sh_sum_ig=shift(T, "c_sum", "ig_q"), sh_c=T["c_sum"].frac - cq.out.frac, c_mode=cq.rounding.cpp,
+        c_min=cq.qmin, c_max=cq.qmax, sh_h=T["h_prod"].frac - oq.out.frac, h_mode=oq.rounding.cpp,
+        h_min=oq.qmin, h_max=oq.qmax)
+    return body, np.concatenate(biases), table, cell_act.table(cq)
+
+
+class Lstm(cp.RecurrentOp[Attrs]):
     name = "lstm"
+    extensions = (sequence_extension("TesseraLSTM", "lstm_", ("wx", "wh", "b", "gate_table", "cell_table"), ("cifg",)),)
 
     def state_quants(self, attrs: Attrs):
         return [attrs.out, attrs.cell]
@@ -111,38 +148,33 @@ class Lstm(cp.RecurrentOp):
         check_table_inputs([attrs.cell, *(g.acc for g in attrs.gates)], node)
 
     def lower(self, attrs: Attrs, hl, node, ins, out):
-        from ..lower.rnn import lower_lstm
-
-        lower_lstm(attrs, hl, node, ins[0], out, self.analyze(attrs, ins[0]))
+        x = ins[0]
+        A = self.analyze(attrs, x)
+        require_zero_states([attrs.h0, attrs.c0], node, "LSTM")
+        gates = dict(zip(GATES, attrs.gates))
+        kind, stored, wprec = codebook([gates[g].wx for g in GATES] + [gates[g].wh for g in GATES])
+        wx, wh = np.concatenate(stored[:4]), np.concatenate(stored[4:])
+        body, b, table, ctable = lstm_body(A, "", gates, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg)
+        body = f"    typedef {cint(x.ftype)} x_t;\n" + body
+        add_weights_layer(hl, node, out, x, "TesseraLSTM", {
+            "n_hidden": attrs.hidden, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
+            "cifg": attrs.cifg, "wkind": kind.cpp, "body": body,
+        }, {"wx": wx, "wh": wh, "b": b, "gate_table": table, "cell_table": ctable}, {
+            "wx": wprec, "wh": wprec, "b": int_precision(int(b.min()), int(b.max())),
+            "gate_table": int_precision(int(table.min()), int(table.max())),
+            "cell_table": int_precision(int(ctable.min()), int(ctable.max())),
+        })
 
     def macs(self, attrs, ins, out):
         t, i = ins[0].shape
         gates = 3 if attrs.cifg else 4
         return int(t * gates * attrs.hidden * (i + attrs.hidden))
 
-
-def check_dense_cell(what: str, attrs, x: TensorType, node: str) -> None:
-    """A (steps, features) input and (H, features) / (H, H) gate weights."""
-    if len(x.shape) != 2:
-        raise UnsupportedModelError(f"node '{node}': {what} input must be (steps, features), got {x.shape}")
-    for g in attrs.gates:
-        if g.wx.codes.shape != (attrs.hidden, x.shape[1]) or g.wh.codes.shape != (attrs.hidden, attrs.hidden):
-            raise UnsupportedModelError(f"node '{node}': {what} weight shapes do not match input {x.shape}")
-    check_biases(what, attrs.gates, attrs.hidden, node)
-
-
-def check_biases(what: str, gates, hidden: int, node: str) -> None:
-    """Every gate bias (``bias``, or GRU's ``bx`` / ``bh``) has one value per hidden unit."""
-    for g in gates:
-        for b in (getattr(g, k, None) for k in ("bias", "bx", "bh")):
-            if b is not None and np.shape(b) != (hidden,):
-                raise UnsupportedModelError(f"node '{node}': {what} gate bias of shape {np.shape(b)}, expected ({hidden},)")
-
-
-def check_table_inputs(quants, node: str) -> None:
-    for q in quants:
-        if q.out.width > 16:
-            raise UnsupportedModelError(f"node '{node}': a {q.out.width}-bit quantizer feeds a lookup table (max 16 bits)")
+    def cost(self, attrs: Attrs, ins, out, io):
+        t, i = ins[0].shape
+        gates = 3 if attrs.cifg else 4
+        return recurrent_work(self, attrs, ins, out, states=3, mults=gates * (i + attrs.hidden), taps=i + attrs.hidden,
+                              steps=t * attrs.hidden)
 
 
 OP = Lstm()

@@ -15,9 +15,11 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from .base import OpDef
+from .base import OpDef, Trait
+from .extension import Extension, Weight
 from .quant import Attrs as QuantAttrs
 from .quant import quantize_float
+from .work import table_work
 
 MAX_DOMAIN = 1 << 16
 
@@ -44,8 +46,15 @@ def table(attrs: Attrs, x: TensorType) -> np.ndarray:
     return function_table(attrs.function, attrs.out, x.lo, x.hi, x.ftype.frac)
 
 
-class Lut(OpDef):
+class Lut(OpDef[Attrs]):
     name = "lut"
+    traits = frozenset({Trait.ELEMENTWISE})
+    extensions = (Extension(
+        "TesseraLUT", "Elementwise lookup table indexed by the input's integer code (table from the compiler).",
+        "lut", "nnet_tessera_lut.h", config_keys=("n_in", "n_table", "table_lo", "in_width", "in_signed"),
+        output_shape=lambda layer: list(layer.get_input_variable().shape),
+        attributes=("n_in", "n_table", "table_lo", "in_width", "in_signed"), weights=(Weight("table", "t{index}", "table"),),
+        config_types=lambda layer: {"table_t": layer.get_weights("table").type.name}),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -56,10 +65,10 @@ class Lut(OpDef):
         t = table(attrs, x)
         return TensorType(x.shape, attrs.out.out, int(t.min()), int(t.max()))
 
-    def reference(self, attrs: Attrs, xs, ins, out):
+    def semantics(self, attrs: Attrs, xs, ins, out):
         return table(attrs, ins[0])[xs[0].astype(np.int64) - ins[0].lo]
 
-    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
         idx = b.op("Sub", [xs[0], b.const(np.array(ins[0].lo, dtype=np.int64))])
         return b.op("Gather", [b.const(table(attrs, ins[0])), idx], axis=0)
 
@@ -70,6 +79,9 @@ class Lut(OpDef):
                             "in_width": x.ftype.width, "in_signed": x.ftype.signed,
                             "table_data": np.ldexp(t.astype(np.float64), -out.ftype.frac)},
                      {"result": out.ftype.hls(), "table": out.ftype.hls()})
+
+    def cost(self, attrs: Attrs, ins, out, io):
+        return table_work(ins[0], out, io)
 
 
 OP = Lut()

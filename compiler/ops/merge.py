@@ -14,7 +14,9 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from .base import OpDef, check_width
+from .base import Layout, OpDef, Trait, check_width
+from .extension import Extension, out_shape_attr
+from .work import elementwise_work
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,14 @@ def _aligned(x: np.ndarray, t: TensorType, frac: int) -> np.ndarray:
     return x.astype(np.int64) << np.int64(frac - t.ftype.frac)
 
 
-class Concat(OpDef):
+class Concat(OpDef[Attrs]):
     name = "concat"
+    traits = frozenset({Trait.MERGE, Trait.RANGE_EXACT})
+    host_merge = "concat"
+    extensions = (Extension(
+        "TesseraConcat", "Channel concatenation of two channels-last tensors of any rank.", "merge",
+        "nnet_tessera_merge.h", config_keys=("n_pos", "n_chan1", "n_chan2"), output_shape=out_shape_attr,
+        attributes=("n_pos", "n_chan1", "n_chan2"), prefix="concat_", n_inputs=2),)
 
     def infer(self, attrs, ins, node):
         a, b = ins
@@ -38,11 +46,11 @@ class Concat(OpDef):
         hi = max(a.hi << (f - a.ftype.frac), b.hi << (f - b.ftype.frac))
         return check_width(TensorType.from_range((a.shape[0] + b.shape[0], *a.shape[1:]), lo, hi, f), node, "Concat")
 
-    def reference(self, attrs, xs, ins, out):
+    def semantics(self, attrs, xs, ins, out):
         f = out.ftype.frac
         return np.concatenate([_aligned(xs[0], ins[0], f), _aligned(xs[1], ins[1], f)], axis=1)
 
-    def emit_onnx(self, attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs, b, xs, ins, out):
         parts = [b.op("Mul", [x, b.const(np.array(1 << (out.ftype.frac - t.ftype.frac), dtype=np.int64))])
                  for x, t in zip(xs, ins)]
         return b.op("Concat", parts, axis=1)
@@ -51,11 +59,20 @@ class Concat(OpDef):
         a, b = ins
         hl.add_layer(node, {"class_name": "TesseraConcat", "n_pos": int(np.prod(a.shape[1:])), "n_chan1": a.shape[0],
                             "n_chan2": b.shape[0], "out_shape": [*out.shape[1:], out.shape[0]]},
-                     {"result": out.ftype.hls()}, layout="channels")
+                     {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
+
+    def cost(self, attrs, ins, out, io):
+        return elementwise_work(out, io, 0)
 
 
-class Add(OpDef):
+class Add(OpDef[Attrs]):
     name = "add"
+    traits = frozenset({Trait.MERGE, Trait.RANGE_EXACT})
+    host_merge = "add"
+    extensions = (Extension(
+        "TesseraAdd", "Elementwise sum of two tensors of the same shape and layout.", "merge", "nnet_tessera_merge.h",
+        config_keys=("n_elem", "n_chan"), output_shape=out_shape_attr, attributes=("n_elem", "n_chan"), prefix="add_",
+        n_inputs=2),)
 
     def infer(self, attrs, ins, node):
         a, b = ins
@@ -66,11 +83,11 @@ class Add(OpDef):
         hi = (a.hi << (f - a.ftype.frac)) + (b.hi << (f - b.ftype.frac))
         return check_width(TensorType.from_range(a.shape, min(lo, 0), max(hi, 0), f), node, "Add")
 
-    def reference(self, attrs, xs, ins, out):
+    def semantics(self, attrs, xs, ins, out):
         f = out.ftype.frac
         return _aligned(xs[0], ins[0], f) + _aligned(xs[1], ins[1], f)
 
-    def emit_onnx(self, attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs, b, xs, ins, out):
         parts = [b.op("Mul", [x, b.const(np.array(1 << (out.ftype.frac - t.ftype.frac), dtype=np.int64))])
                  for x, t in zip(xs, ins)]
         return b.op("Add", parts)
@@ -83,6 +100,9 @@ class Add(OpDef):
                             "out_shape": [*a.shape[1:], a.shape[0]] if len(a.shape) > 1 else [a.shape[0]],
                             "n_chan": a.shape[0] if len(a.shape) > 1 else a.shape[0]},
                      {"result": out.ftype.hls()})
+
+    def cost(self, attrs, ins, out, io):
+        return elementwise_work(out, io, 1)
 
 
 CONCAT = Concat()

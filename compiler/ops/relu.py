@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.types import TensorType
-from .base import OpDef
+from .base import OpDef, Trait
+from .work import elementwise_work
 
 
 @dataclass(frozen=True)
@@ -15,21 +16,25 @@ class Attrs:
     pass
 
 
-class Relu(OpDef):
+class Relu(OpDef[Attrs]):
     name = "relu"
+    traits = frozenset({Trait.ELEMENTWISE, Trait.RANGE_EXACT})
 
     def infer(self, attrs, ins, node):
         (x,) = ins
         return TensorType.from_range(x.shape, max(x.lo, 0), max(x.hi, 0), x.ftype.frac)
 
-    def reference(self, attrs, xs, ins, out):
+    def semantics(self, attrs, xs, ins, out):
         return np.maximum(xs[0], 0)
 
-    def emit_onnx(self, attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs, b, xs, ins, out):
         return b.op("Max", [xs[0], b.const(np.array(0, dtype=np.int64))])
 
     def lower(self, attrs, hl, node, ins, out):
         hl.add_layer(node, {"class_name": "Activation", "activation": "relu"}, {"result": out.ftype.hls()})
+
+    def cost(self, attrs, ins, out, io):
+        return elementwise_work(out, io, 1)
 
 
 OP = Relu()

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import OpDef
+from .work import layout_work
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Attrs:
     pass
 
 
-class Transpose(OpDef):
+class Transpose(OpDef[Attrs]):
     name = "transpose"
 
     def infer(self, attrs, ins, node):
@@ -30,17 +31,17 @@ class Transpose(OpDef):
             raise UnsupportedModelError(f"node '{node}': Transpose needs at least two axes, got {x.shape}")
         return TensorType((x.shape[1], x.shape[0], *x.shape[2:]), x.ftype, x.lo, x.hi)
 
-    def reference(self, attrs, xs, ins, out):
+    def semantics(self, attrs, xs, ins, out):
         return np.swapaxes(xs[0], 1, 2)
 
-    def emit_onnx(self, attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs, b, xs, ins, out):
         return b.op("Transpose", [xs[0]], perm=[0, 2, 1, *range(3, len(ins[0].shape) + 1)])
 
     def lower(self, attrs, hl, node, ins, out):
         hl.alias(node, relabel(hl.flat_perm(node.inputs[0]), ins[0].shape))
 
-    def macs(self, attrs, ins, out):
-        return 0
+    def cost(self, attrs, ins, out, io):
+        return layout_work()
 
 
 def relabel(perm_in: np.ndarray, in_shape: tuple[int, ...]) -> np.ndarray:

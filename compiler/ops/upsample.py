@@ -2,7 +2,8 @@
 
 Every output code is a copy of one input code, so the type is unchanged.  The reference
 uses onnxruntime's int32 ``Resize`` (codes must fit 31 bits); 3D lowers to the
-``TesseraUpsample3D`` extension (``hls_templates/upsample``), 2D as depth 1.
+``TesseraUpsample3D`` extension (``hls_templates/upsample``), 2D as depth 1.  A scatter op
+for the partitioner.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from .base import OpDef
+from .base import Layout, OpDef, Trait
+from .extension import DIMS, Extension
+from .spans import upsample_input
+from .work import Work, bits, prod
 
 
 @dataclass(frozen=True)
@@ -21,8 +25,15 @@ class Attrs:
     factors: tuple[int, ...]  # per spatial dim
 
 
-class Upsample(OpDef):
+class Upsample(OpDef[Attrs]):
     name = "upsample"
+    traits = frozenset({Trait.SCATTER, Trait.RANGE_EXACT})
+    extensions = (Extension(
+        "TesseraUpsample3D", "Nearest-neighbour upsampling by integer factors, channels-last.", "upsample",
+        "nnet_tessera_upsample.h", config_keys=tuple(f"{p}_{d}" for p in ("in", "factor") for d in DIMS) + ("n_chan",),
+        output_shape=lambda layer: [layer.get_attr(f"in_{d}") * layer.get_attr(f"factor_{d}") for d in DIMS]
+        + [layer.get_attr("n_chan")],
+        attributes=tuple(f"{p}_{d}" for p in ("in", "factor") for d in DIMS) + ("n_chan",)),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -32,13 +43,13 @@ class Upsample(OpDef):
             raise UnsupportedModelError(f"node '{node}': upsampling {x.ftype.width}-bit codes (the reference handles 31)")
         return TensorType((x.shape[0], *(s * f for s, f in zip(x.shape[1:], attrs.factors))), x.ftype, x.lo, x.hi)
 
-    def reference(self, attrs: Attrs, xs, ins, out):
+    def semantics(self, attrs: Attrs, xs, ins, out):
         y = xs[0]
         for i, f in enumerate(attrs.factors):
             y = np.repeat(y, f, axis=2 + i)
         return y
 
-    def emit_onnx(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
         scales = np.array([1.0, 1.0, *attrs.factors], dtype=np.float32)
         y = b.op("Resize", [b.op("Cast", [xs[0]], to="int32"), "", b.const(scales)], mode="nearest",
                  nearest_mode="floor", coordinate_transformation_mode="asymmetric")
@@ -50,9 +61,25 @@ class Upsample(OpDef):
         spatial = (1,) * (3 - n) + x.shape[1:]
         factors = (1,) * (3 - n) + attrs.factors
         layer = {"class_name": "TesseraUpsample3D", "n_chan": x.shape[0]}
-        for i, d in enumerate(("depth", "height", "width")):
+        for i, d in enumerate(DIMS):
             layer[f"in_{d}"], layer[f"factor_{d}"] = spatial[i], factors[i]
-        hl.add_layer(node, layer, {"result": out.ftype.hls()}, layout="channels")
+        hl.add_layer(node, layer, {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
+
+    def cost(self, attrs: Attrs, ins, out, io):
+        x = ins[0]
+        stream = io == "io_stream"
+        return Work(macs=0, steps=prod(out.shape[1:]), lanes=x.shape[0], lut_per_lane=bits(x), ff_per_lane=bits(x),
+                    line_buffer_bits=prod(x.shape[2:]) * x.shape[0] * bits(x) if stream else 0,
+                    out_bits=out.size * bits(out))
+
+    def input_span(self, attrs: Attrs, span):
+        return tuple(upsample_input(lo, hi, attrs.factors[i]) for i, (lo, hi) in enumerate(span))
+
+    def spatial_stride(self, attrs: Attrs):
+        return attrs.factors
+
+    def scatter_origin(self, attrs: Attrs, have):
+        return tuple(lo * f for (lo, _), f in zip(have, attrs.factors))
 
 
 OP = Upsample()

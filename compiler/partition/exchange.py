@@ -23,9 +23,10 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
-from .execute import SCATTER_OPS, WINDOW_OPS, _run_node, type_bytes
-from .plan import PlanTotals, _node_cost
-from .regions import Span, input_span
+from ..ops import OPS, Trait
+from .execute import reads_neighbours, run_node, type_bytes
+from .plan import PlanTotals, node_cost
+from .regions import Span, clip, input_span
 
 Boundaries = tuple[tuple[int, ...], ...]  # per dim: 0 = b0 < b1 < ... < bk = extent
 
@@ -36,14 +37,15 @@ def _grid_boundaries(extent: tuple[int, ...], grid: tuple[int, ...]) -> Boundari
 
 def _carry(node, bounds: Boundaries, extent: tuple[int, ...], grid_txt: str) -> Boundaries:
     """Boundaries of ``node``'s input from those of its output."""
+    op = OPS[node.op]
     out = []
     for d, bs in enumerate(bounds):
         inner = bs[1:-1]
-        if node.op in WINDOW_OPS:
-            s = node.attrs.strides[d]
+        if Trait.WINDOW in op.traits:
+            s = op.spatial_stride(node.attrs)[d]
             inner = tuple(b * s for b in inner)
-        elif node.op in SCATTER_OPS:
-            f = node.attrs.factors[d] if node.op == "upsample" else node.attrs.strides[d]
+        elif Trait.SCATTER in op.traits:
+            f = op.spatial_stride(node.attrs)[d]
             bad = [b for b in inner if b % f]
             if bad:
                 raise UnsupportedModelError(
@@ -93,15 +95,11 @@ def _overlap(a: Span, b: Span) -> int:
     return int(np.prod([max(0, min(y, w) - max(x, v)) for (x, y), (v, w) in zip(a, b)]))
 
 
-def _clip(span: Span, extent: tuple[int, ...]) -> Span:
-    return tuple((max(a, 0), min(b, n)) for (a, b), n in zip(span, extent))
-
-
 def tile(graph: Graph, node, out_box: Span) -> list[Span]:
     """Per input of ``node``: the region a block reads for its output box (own part + halo)."""
-    if node.op in WINDOW_OPS or node.op in SCATTER_OPS:
+    if reads_neighbours(node):
         need = input_span(node, out_box)
-        return [_clip(need, graph.values[v].shape[1:]) for v in node.inputs]
+        return [clip(need, graph.values[v].shape[1:]) for v in node.inputs]
     return [out_box for _ in node.inputs]
 
 
@@ -142,7 +140,7 @@ def plan_exchange(graph: Graph, grid: tuple[int, ...], value: str) -> ExchangePl
     nodes = _segment_nodes(graph, value, own)
     plan = ExchangePlan(value, tuple(grid))
     whole = {v: tuple((0, n) for n in graph.values[v].shape[1:]) for v in own}
-    plan.full_macs = sum(_node_cost(graph, n, whole)[0] for n in nodes)
+    plan.full_macs = sum(node_cost(graph, n, whole)[0] for n in nodes)
     for idx in np.ndindex(*grid):
         eb = ExchangeBlock(idx, block_box(own[value], idx))
         for n in nodes:
@@ -150,7 +148,7 @@ def plan_exchange(graph: Graph, grid: tuple[int, ...], value: str) -> ExchangePl
             tiles = tile(graph, n, out_box)
             spans = {n.output: out_box}
             spans.update({v: t for v, t in zip(n.inputs, tiles)})
-            macs, nbytes = _node_cost(graph, n, spans)
+            macs, nbytes = node_cost(graph, n, spans)
             if len(set(n.inputs)) < len(n.inputs):  # x + x: one tile held once
                 nbytes -= _vox(tiles[0]) * graph.values[n.inputs[0]].shape[0] * type_bytes(graph.values[n.inputs[0]])
             eb.macs += macs
@@ -219,7 +217,7 @@ def run_exchange(graph: Graph, value: str, grid: tuple[int, ...], x: np.ndarray,
         if layer_fn is not None:
             outs = layer_fn(n, items)
         else:
-            outs = [_run_node(graph, n, local, out_box,
+            outs = [run_node(graph, n, local, out_box,
                               None if stats is None else stats.setdefault(idx, {"macs": 0, "halo_voxels": 0, "peak_bytes": 0}))
                     for idx, local, out_box in items]
         held[n.output] = {}

@@ -1,31 +1,51 @@
 """Overlapped-tile execution: one output block of a graph segment computed from the input
-region it reads (its block plus the accumulated halo), with the integer reference of each
+region it reads (its block plus the accumulated halo), with the integer semantics of each
 op on local arrays.  Bit-identical to the unpartitioned run by construction, and tested so.
 
 Each op runs on exactly the input span it needs (:func:`.regions.input_span`), zero-filled
 where that span leaves the volume (the op's own zero padding), with its padding set to 0:
-window ops (conv, pools) then yield exactly the output span; transposed convolutions and
-upsampling yield a larger local output that is cropped.
+window ops (conv, pools) then yield exactly the output span; scatter ops (transposed
+convolutions, upsampling) yield a larger local output that is cropped.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import TensorType
-from ..ops import OPS
+from ..ops import OPS, Trait
 from .regions import Span, input_span, required_spans
 
-WINDOW_OPS = {"conv", "maxpool", "avgpool"}
-SCATTER_OPS = {"convtranspose", "upsample"}
 
-
-def _local_type(t: TensorType, spatial: tuple[int, ...]) -> TensorType:
+def local_type(t: TensorType, spatial: tuple[int, ...]) -> TensorType:
+    """``t`` on a block of ``spatial`` extent (same type and code range)."""
     return TensorType((t.shape[0], *spatial), t.ftype, t.lo, t.hi)
+
+
+def type_bytes(t: TensorType) -> int:
+    """Bytes per element of a value held on chip: its fixed-point width rounded up to bytes."""
+    return (t.ftype.width + 7) // 8
+
+
+def reads_neighbours(node: Node) -> bool:
+    """Whether the node's output pixels read more than their own position (window, scatter)."""
+    return bool(OPS[node.op].traits & {Trait.WINDOW, Trait.SCATTER})
+
+
+def refuse_untileable(node: Node) -> None:
+    """Refuse an op whose padding a block may not replace (e.g. an average whose divisor
+    excludes the padding)."""
+    reason = OPS[node.op].tiling_refusal(node.attrs)
+    if reason is not None:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op}): {reason}")
+
+
+def unpadded(node: Node, rank: int):
+    """The node's attributes with its padding removed (the local input holds it, zero-filled)."""
+    refuse_untileable(node)
+    return OPS[node.op].with_pads(node.attrs, (0,) * (2 * rank))
 
 
 def _gather(data: np.ndarray, have: Span, want: Span) -> np.ndarray:
@@ -42,38 +62,29 @@ def _gather(data: np.ndarray, have: Span, want: Span) -> np.ndarray:
     return out
 
 
-def _no_pads(node: Node):
-    a = node.attrs
-    if node.op == "avgpool" and not a.count_include_pad and any(a.pads):
-        raise UnsupportedModelError(
-            f"node '{node.name}' (avgpool): a padded average that excludes the padding from its divisor cannot be tiled")
-    return dataclasses.replace(a, pads=(0,) * len(a.pads)) if hasattr(a, "pads") else a
-
-
-def _run_node(graph: Graph, node: Node, local: dict, span: Span, stats: dict | None = None) -> np.ndarray:
+def run_node(graph: Graph, node: Node, local: dict, span: Span, stats: dict | None = None) -> np.ndarray:
+    """``node``'s output codes on ``span`` from the local arrays ``local`` (value -> (array,
+    its span)); ``stats['macs']`` counts the MACs it ran."""
+    op = OPS[node.op]
     out_t = graph.values[node.output]
     ins_t = [graph.values[v] for v in node.inputs]
-    if node.op in WINDOW_OPS or node.op in SCATTER_OPS:
+    size = tuple(b - a for a, b in span)
+    if reads_neighbours(node):
         need = input_span(node, span)
         data, have = local[node.inputs[0]]
         x = _gather(data, have, need)
-        attrs = _no_pads(node)
-        x_t = _local_type(ins_t[0], x.shape[2:])
+        attrs = unpadded(node, len(span))
+        x_t = local_type(ins_t[0], x.shape[2:])
         if stats is not None:
-            y_t = _local_type(out_t, tuple(b - a for a, b in span))
-            stats["macs"] = stats.get("macs", 0) + OPS[node.op].macs(attrs, [x_t], y_t)
-        if node.op in WINDOW_OPS:
-            return OPS[node.op].reference(attrs, [x], [x_t], _local_type(out_t, tuple(b - a for a, b in span)))
-        y = OPS[node.op].reference(attrs, [x], [x_t], _local_type(out_t, (0,) * len(span)))
-        if node.op == "upsample":
-            origin = [lo * f for (lo, _), f in zip(need, node.attrs.factors)]
-        else:  # convtranspose: local output index 0 is global need * stride - pad
-            origin = [lo * s - p for (lo, _), s, p in zip(need, node.attrs.strides, node.attrs.pads)]
+            stats["macs"] = stats.get("macs", 0) + op.macs(attrs, [x_t], local_type(out_t, size))
+        if Trait.WINDOW in op.traits:
+            return op.semantics(attrs, [x], [x_t], local_type(out_t, size))
+        y = op.semantics(attrs, [x], [x_t], local_type(out_t, (0,) * len(span)))
+        origin = op.scatter_origin(node.attrs, need)
         crop = tuple(slice(a - o, b - o) for (a, b), o in zip(span, origin))
         return y[(slice(None), slice(None)) + crop]
     xs = [_gather(*local[v], span) for v in node.inputs]
-    return OPS[node.op].reference(node.attrs, xs, [_local_type(t, x.shape[2:]) for t, x in zip(ins_t, xs)],
-                                  _local_type(out_t, tuple(b - a for a, b in span)))
+    return op.semantics(node.attrs, xs, [local_type(t, x.shape[2:]) for t, x in zip(ins_t, xs)], local_type(out_t, size))
 
 
 def run_block(graph: Graph, value: str, block: Span, x: np.ndarray, stats: dict | None = None) -> np.ndarray:
@@ -90,7 +101,7 @@ def run_block(graph: Graph, value: str, block: Span, x: np.ndarray, stats: dict 
         stats["input_voxels"] = int(np.prod([b - a for a, b in spans[graph.input]]))
     for node in graph.nodes:
         if node.output in spans:
-            y = _run_node(graph, node, local, spans[node.output], stats)
+            y = run_node(graph, node, local, spans[node.output], stats)
             local[node.output] = (y, spans[node.output])
             if stats is not None:
                 arrays = [(local[v][0], graph.values[v]) for v in node.inputs] + [(y, graph.values[node.output])]
@@ -101,6 +112,4 @@ def run_block(graph: Graph, value: str, block: Span, x: np.ndarray, stats: dict 
     return local[value][0]
 
 
-def type_bytes(t: TensorType) -> int:
-    """Bytes per element of a value held on chip: its fixed-point width rounded up to bytes."""
-    return (t.ftype.width + 7) // 8
+__all__ = ["local_type", "reads_neighbours", "refuse_untileable", "run_block", "run_node", "type_bytes", "unpadded"]

@@ -1,5 +1,5 @@
 """Overlapped-tile plans: a block grid over the spatial segment's output, what each block
-reads and computes, and the grid for an on-chip memory budget.
+reads and computes (the grid for a budget and the cut: :mod:`.choose`).
 
 Every number is derived from the spans of :mod:`.regions` with the same rules
 :func:`.execute.run_block` executes, so the plan equals the executed schedule's counts
@@ -12,7 +12,6 @@ over the unpartitioned MACs, minus one.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,8 +19,8 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from ..ops import OPS
-from .execute import SCATTER_OPS, WINDOW_OPS, _local_type, _no_pads, type_bytes
-from .regions import SPAN_RULES, Span, input_span, required_spans
+from .execute import local_type, reads_neighbours, type_bytes, unpadded
+from .regions import Span, grid_blocks, input_span, required_spans
 
 
 @dataclass
@@ -60,39 +59,29 @@ def segment_output(graph: Graph) -> str:
     """The last value of the leading spatial segment: the input of the first op that mixes
     positions (Flatten, Dense), or the graph output."""
     for node in graph.nodes:
-        if node.op not in SPAN_RULES:
+        if not OPS[node.op].spatial:
             if len(node.inputs) != 1:
                 raise UnsupportedModelError(f"node '{node.name}' ({node.op}) ends the spatial segment with two inputs")
             return node.inputs[0]
     return graph.output
 
 
-def grid_blocks(extent: tuple[int, ...], grid: tuple[int, ...]) -> list[tuple[tuple[int, ...], Span]]:
-    """The blocks of ``grid`` over ``extent`` (sizes differ by at most one: any extent)."""
-    if len(grid) != len(extent) or any(g < 1 for g in grid):
-        raise UnsupportedModelError(f"grid {'x'.join(map(str, grid))} does not fit a {len(extent)}D volume")
-    if any(g > n for g, n in zip(grid, extent)):
-        raise UnsupportedModelError(f"grid {'x'.join(map(str, grid))} has more blocks than voxels ({'x'.join(map(str, extent))})")
-    return [(idx, tuple((n * i // k, n * (i + 1) // k) for n, i, k in zip(extent, idx, grid)))
-            for idx in np.ndindex(*grid)]
-
-
-def _node_cost(graph: Graph, node, spans: dict[str, Span]) -> tuple[int, int]:
+def node_cost(graph: Graph, node, spans: dict[str, Span]) -> tuple[int, int]:
     """(MACs, working-set bytes) of one node on its output span: what run_block executes."""
     vol = lambda s: int(np.prod([b - a for a, b in s]))  # noqa: E731
     span = spans[node.output]
     out_t = graph.values[node.output]
     macs = 0
-    if node.op in WINDOW_OPS or node.op in SCATTER_OPS:
-        x_t = _local_type(graph.values[node.inputs[0]], tuple(b - a for a, b in input_span(node, span)))
-        macs = OPS[node.op].macs(_no_pads(node), [x_t], _local_type(out_t, tuple(b - a for a, b in span)))
+    if reads_neighbours(node):
+        x_t = local_type(graph.values[node.inputs[0]], tuple(b - a for a, b in input_span(node, span)))
+        macs = OPS[node.op].macs(unpadded(node, len(span)), [x_t], local_type(out_t, tuple(b - a for a, b in span)))
     nbytes = sum(vol(spans[v]) * graph.values[v].shape[0] * type_bytes(graph.values[v]) for v in node.inputs)
     return macs, nbytes + vol(span) * out_t.shape[0] * type_bytes(out_t)
 
 
 def _block_costs(graph: Graph, spans: dict[str, Span]) -> tuple[int, int]:
     """(MACs, peak working-set bytes) of running the nodes whose outputs have spans."""
-    costs = [_node_cost(graph, n, spans) for n in graph.nodes if n.output in spans]
+    costs = [node_cost(graph, n, spans) for n in graph.nodes if n.output in spans]
     return sum(c[0] for c in costs), max(c[1] for c in costs)
 
 
@@ -116,53 +105,4 @@ def plan_overlapped(graph: Graph, grid: tuple[int, ...], value: str | None = Non
     return plan
 
 
-def _grid_candidates(extent: tuple[int, ...], max_blocks: int) -> list[tuple[int, ...]]:
-    """Grids of 1, 2, 3 and powers of two blocks per dim (at most the extent), fewest blocks
-    first, then the most even."""
-    per_dim = [sorted({k for k in (1, 2, 3, *(2 ** i for i in range(2, 13))) if k <= n}) for n in extent]
-    grids = [g for g in itertools.product(*per_dim) if np.prod(g) <= max_blocks]
-    return sorted(grids, key=lambda g: (int(np.prod(g)), max(g) - min(g), g))
-
-
-def grid_for_budget(graph: Graph, budget_bytes: int, mode: str = "overlap", max_blocks: int = 4096):
-    """The plan (overlapped tiles, or halo exchange) with the fewest blocks, then the least
-    redundant compute, whose every block's working set and the gathered tail's fit
-    ``budget_bytes``; the segment is cut per grid (:func:`.specialise.choose_cut`).  A clear error naming the layer
-    that needs more when even the finest grid does not fit."""
-    from .exchange import plan_exchange
-    from .specialise import choose_cut, tail_bytes
-
-    planner = plan_overlapped if mode == "overlap" else plan_exchange
-    best, frugal = None, None  # frugal: (need, plan, cut) of the grid needing the least
-    for g in _grid_candidates(graph.values[graph.input].shape[1:], max_blocks):
-        if best is not None and np.prod(g) > np.prod(best.grid):
-            break
-        try:
-            cut = choose_cut(graph, g, mode)
-            p = planner(graph, g, cut)
-        except UnsupportedModelError:
-            continue  # this grid cannot be carried through the layers: try the next
-        need = max(p.max_block_bytes, tail_bytes(graph, cut))
-        if frugal is None or need < frugal[0]:
-            frugal = (need, p, cut)
-        if need <= budget_bytes and (best is None or p.redundant_fraction < best.redundant_fraction):
-            best = p
-    if best is None:
-        if frugal is None:
-            raise UnsupportedModelError("no block grid can partition this model")
-        need, p, cut = frugal
-        grid_txt = "x".join(map(str, p.grid))
-        if tail_bytes(graph, cut) > p.max_block_bytes:
-            raise UnsupportedModelError(
-                f"no block grid fits {budget_bytes} bytes: the best ({grid_txt}) still gathers {need} bytes for the "
-                f"layers after '{graph.producer(cut).name}' (the unpartitioned tail)")
-        worst = max(p.blocks, key=lambda b: b.peak_bytes)
-        spans = required_spans(graph, p.value, worst.block)
-        layer = max((n for n in graph.nodes if n.output in spans), key=lambda n: _node_cost(graph, n, spans)[1])
-        raise UnsupportedModelError(
-            f"no block grid fits {budget_bytes} bytes: the most frugal ({grid_txt}) needs {need} bytes, most at "
-            f"layer '{layer.name}' ({layer.op})")
-    return best
-
-
-__all__ = ["BlockPlan", "Plan", "grid_blocks", "grid_for_budget", "plan_overlapped", "segment_output"]
+__all__ = ["BlockPlan", "Plan", "PlanTotals", "node_cost", "plan_overlapped", "segment_output"]

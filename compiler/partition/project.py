@@ -22,24 +22,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from ... import __version__
-from ..emit import MANIFEST, _io_entry, read_manifest, remove_stale_tmp, sha256, write_project
+from ...hls_templates import path as template_path
 from ..errors import ProjectError, SimulationError
 from ..ir.graph import Graph
 from ..lower.hls4ml_lower import HlsOptions, channels_last_perm
-from ..reference.emit import OrtReference, emit_reference
+from ..ops import OPS
+from ..reference.model import OrtReference, reference_model
 from ..samples import sample_codes
-from ..sim.csim import CSim, _last_error_line, require_gxx
-from ...hls_templates import path as template_path
+from ..sim.csim import CSim, last_error_line, require_gxx
+from ..writer import (MANIFEST, input_quant_entry, io_entry, options_entry, project_folder, read_manifest, sha256,
+                      write_project)
+from .exchange import block_box, ownership
 from .runtime import Partition
+from .specialise import layer_graph
 
 
 def signature(g: Graph) -> str:
@@ -63,15 +66,8 @@ def write_partitioned_project(graph: Graph, model_path: str | Path, out_dir: str
                               part: Partition, tb_samples: int = 4, force: bool = False, progress=None) -> Path:
     """Write the kernels (``progress(k)`` after each), the tail, the host and the manifest
     atomically (a temporary folder renamed at the end)."""
-    out = Path(out_dir).resolve()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise ProjectError(f"output folder {out} exists and is not empty (use --force to replace it)")
-    remove_stale_tmp(out)
-    tmp = out.parent / f".{out.name}.tessera-tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    try:
-        tmp.mkdir(parents=True)
+    with project_folder(out_dir, force) as tmp:
+        tmp.mkdir()
         kernels: dict[str, str] = {}
         for g in _schedule_graphs(part):
             sig = signature(g)
@@ -94,12 +90,10 @@ def write_partitioned_project(graph: Graph, model_path: str | Path, out_dir: str
             "tessera_version": __version__,
             "model_file": Path(model_path).name,
             "model_sha256": sha256(model_path),
-            "options": asdict(opts),
-            "input": _io_entry(graph, graph.input, channels_last_perm(graph.values[graph.input].shape)),
-            "input_quant": {"width": graph.input_quant.out.width, "frac": graph.input_quant.out.frac,
-                            "signed": graph.input_quant.out.signed, "narrow": graph.input_quant.narrow,
-                            "rounding": graph.input_quant.rounding},
-            "output": {**_io_entry(graph, graph.output, np.asarray(pout))},
+            "options": options_entry(opts),
+            "input": io_entry(graph, graph.input, channels_last_perm(graph.values[graph.input].shape)),
+            "input_quant": input_quant_entry(graph),
+            "output": {**io_entry(graph, graph.output, np.asarray(pout))},
             "partition": {
                 "mode": part.mode, "grid": list(part.grid), "cut": part.cut, "kernels": kernels,
                 "tail": "tail" if tail is not None else None, "blocks": int(np.prod(part.grid)),
@@ -109,13 +103,7 @@ def write_partitioned_project(graph: Graph, model_path: str | Path, out_dir: str
         }
         _write_host(tmp, graph, part, kernels, opts, tail, pout, tb_samples)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return Path(out_dir).resolve()
 
 
 def _box(span) -> str:
@@ -143,9 +131,6 @@ def _schedule_lines(graph: Graph, part: Partition, kernels: dict, opts: HlsOptio
         for (idx, block), (_, g, region) in zip(part.blocks(), part.block_tasks()):
             steps.append(f"run {kernel(g)} 0 {cut} {_box(region)} {_box(block)}")
     else:
-        from .exchange import block_box, ownership, tile
-        from .specialise import layer_graph
-
         own = ownership(graph, part.cut, part.grid)
         nodes = [n for n in graph.nodes[:[m.output for m in graph.nodes].index(part.cut) + 1] if n.output in own]
         last_use = {v: i for i, n in enumerate(nodes) for v in n.inputs}
@@ -156,8 +141,8 @@ def _schedule_lines(graph: Graph, part: Partition, kernels: dict, opts: HlsOptio
                 if len(n.inputs) == 1:
                     g, t = layer_graph(graph, n, box)
                     steps.append(f"run {kernel(g)} {ins[0]} {out} {_box(t)} {_box(box)}")
-                elif n.op in ("concat", "add"):
-                    steps.append(f"{n.op} {ins[0]} {ins[1]} {out} {_box(box)}")
+                elif OPS[n.op].host_merge is not None:
+                    steps.append(f"{OPS[n.op].host_merge} {ins[0]} {ins[1]} {out} {_box(box)}")
                 else:
                     raise ProjectError(f"the C++ host cannot merge with '{n.name}' ({n.op})")
             steps += [f"free {ids[v]}" for v in dict.fromkeys(n.inputs) if last_use[v] == i and v != part.cut]
@@ -176,7 +161,7 @@ def _write_host(prj: Path, graph: Graph, part: Partition, kernels: dict, opts: H
                  else f"notail {n_out} {out_t.ftype.frac}")
     (prj / "schedule.txt").write_text("\n".join(lines) + "\n")
     codes = sample_codes(x_t, n, seed=1234)
-    expected = OrtReference(emit_reference(graph)).run(codes)
+    expected = OrtReference(reference_model(graph)).run(codes)
     tb = prj / "tb_data"
     tb.mkdir()
     np.savetxt(tb / "input_codes.txt", codes.reshape(n, -1)[:, channels_last_perm(x_t.shape)], fmt="%d")
@@ -245,7 +230,7 @@ class PartitionedSim:
         res = subprocess.run(["bash", "build_host.sh"], cwd=self.prj, capture_output=True, text=True)
         text = (res.stdout + res.stderr).strip()
         if res.returncode not in (0, 1):
-            raise SimulationError(f"partitioned host failed in {self.prj}: {_last_error_line(text)}")
+            raise SimulationError(f"partitioned host failed in {self.prj}: {last_error_line(text)}")
         return res.returncode, text.splitlines()[-1] if text else ""
 
 

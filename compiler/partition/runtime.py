@@ -23,11 +23,12 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from ..reference.interpret import run_ir
-from .exchange import ownership, plan_exchange, run_exchange
-from .execute import _run_node
-from .plan import grid_blocks, plan_overlapped
-from .regions import Span
-from .specialise import block_graph, choose_cut, layer_graph, tail_graph
+from .choose import choose_cut
+from .exchange import block_box, ownership, plan_exchange, run_exchange
+from .execute import run_node
+from .plan import plan_overlapped
+from .regions import Span, grid_blocks
+from .specialise import block_graph, layer_graph, tail_graph
 
 MODES = ("overlap", "exchange")
 
@@ -170,8 +171,6 @@ class Partition:
         out = []
         for node in self.graph.nodes[:[m.output for m in self.graph.nodes].index(self.cut) + 1]:
             if node.output in own and len(node.inputs) == 1:
-                from .exchange import block_box
-
                 out += [layer_graph(self.graph, node, block_box(own[node.output], i))[0] for i in np.ndindex(*self.grid)]
         return out
 
@@ -198,7 +197,7 @@ class Partition:
 
         def layer_fn(node, items):
             if len(node.inputs) != 1:
-                out = [_run_node(self.graph, node, local, out_box) for _, local, out_box in items]
+                out = [run_node(self.graph, node, local, out_box) for _, local, out_box in items]
                 if progress:
                     progress(len(items))
                 return out

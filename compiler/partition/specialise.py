@@ -13,25 +13,21 @@ and checked equal), so block graphs go through the normal lowering and verificat
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import TensorType
-from ..ops import OPS, crop, quant
+from ..ops import OPS, Trait, crop, quant
 from ..passes import run_passes
-from .execute import SCATTER_OPS, WINDOW_OPS
-from .regions import SPAN_RULES, Span, input_span, required_spans
+from ..reference.interpret import run_ir
+from .execute import refuse_untileable, type_bytes
+from .regions import Span, clip, input_span, required_spans
 
 
 def _size(span: Span) -> tuple[int, ...]:
     return tuple(b - a for a, b in span)
-
-
-def _clip(span: Span, extent: tuple[int, ...]) -> Span:
-    return tuple((max(a, 0), min(b, n)) for (a, b), n in zip(span, extent))
 
 
 def _local(t: TensorType, span: Span) -> TensorType:
@@ -41,28 +37,11 @@ def _local(t: TensorType, span: Span) -> TensorType:
 def _window_attrs(node: Node, need: Span, have: Span):
     """The op's attributes on a local input ``have`` (= ``need`` clipped to the volume):
     padding only where ``need`` leaves the volume."""
-    a = node.attrs
-    if node.op == "avgpool" and not a.count_include_pad and any(a.pads) and need != have:
-        # the divisor of a window would depend on where the block sits
-        raise UnsupportedModelError(
-            f"node '{node.name}' (avgpool): a padded average that excludes the padding from its divisor cannot be tiled")
-    if not hasattr(a, "pads"):
-        return a
+    if need != have:  # the window's padding moves to where the block sits
+        refuse_untileable(node)
     begins = tuple(h[0] - n[0] for n, h in zip(need, have))
     ends = tuple(n[1] - h[1] for n, h in zip(need, have))
-    return dataclasses.replace(a, pads=begins + ends)
-
-
-def _scatter_attrs(node: Node):
-    a = node.attrs
-    return dataclasses.replace(a, pads=(0,) * len(a.pads)) if hasattr(a, "pads") else a
-
-
-def _scatter_origin(node: Node, have: Span) -> tuple[int, ...]:
-    """Global index of local output 0 of a scatter op run without padding on ``have``."""
-    if node.op == "upsample":
-        return tuple(lo * f for (lo, _), f in zip(have, node.attrs.factors))
-    return tuple(lo * s - p for (lo, _), s, p in zip(have, node.attrs.strides, node.attrs.pads))
+    return OPS[node.op].with_pads(node.attrs, begins + ends)
 
 
 class _Builder:
@@ -84,7 +63,7 @@ class _Builder:
         out = f"{value}__crop_{consumer}"
         if out not in self.spans:
             attrs = crop.Attrs(tuple(w[0] - h[0] for w, h in zip(want, have)), _size(want))
-            self.add(Node(f"{consumer}__crop", "crop", [value], out, attrs), want)
+            self.add(Node(f"{consumer}__crop", crop.OP.name, [value], out, attrs), want)
         return out
 
     def add(self, node: Node, span: Span) -> None:
@@ -95,26 +74,27 @@ class _Builder:
 
     def node(self, node: Node, out_span: Span) -> None:
         extent = lambda v: self.src.values[v].shape[1:]  # noqa: E731
-        if node.op in WINDOW_OPS:
+        op = OPS[node.op]
+        if Trait.WINDOW in op.traits:
             need = input_span(node, out_span)
-            have = _clip(need, extent(node.inputs[0]))
+            have = clip(need, extent(node.inputs[0]))
             x = self.crop_to(node.inputs[0], have, node.name)
             self.add(Node(node.name, node.op, [x], node.output, _window_attrs(node, need, have)), out_span)
-        elif node.op in SCATTER_OPS:
-            have = _clip(input_span(node, out_span), extent(node.inputs[0]))
+        elif Trait.SCATTER in op.traits:
+            have = clip(input_span(node, out_span), extent(node.inputs[0]))
             x = self.crop_to(node.inputs[0], have, node.name)
-            origin = _scatter_origin(node, have)
-            local, attrs = f"{node.output}__local", _scatter_attrs(node)
+            origin = op.scatter_origin(node.attrs, have)
+            local, attrs = f"{node.output}__local", op.with_pads(node.attrs, (0,) * (2 * len(out_span)))
             self.g.nodes.append(Node(node.name, node.op, [x], local, attrs))
-            shape = OPS[node.op].infer(attrs, [self.g.values[x]], node.name).shape
+            shape = op.infer(attrs, [self.g.values[x]], node.name).shape
             lspan = tuple((o, o + n) for o, n in zip(origin, shape[1:]))
             self.spans[local] = lspan
             self.g.values[local] = _local(self.src.values[node.output], lspan)
-            self.g.nodes.append(Node(f"{node.name}__crop", "crop", [local], node.output,
+            self.g.nodes.append(Node(f"{node.name}__crop", crop.OP.name, [local], node.output,
                                      crop.Attrs(tuple(a - o for (a, _), o in zip(out_span, origin)), _size(out_span))))
             self.spans[node.output] = out_span
             self.g.values[node.output] = _local(self.src.values[node.output], out_span)
-        elif node.op in SPAN_RULES:
+        elif op.spatial:
             xs = [self.crop_to(v, out_span, node.name) for v in node.inputs]
             self.add(Node(node.name, node.op, xs, node.output, node.attrs), out_span)
         else:
@@ -153,7 +133,7 @@ def layer_graph(graph: Graph, node: Node, out_span: Span, name: str = "layer") -
     input span."""
     if len(node.inputs) != 1:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op}) has {len(node.inputs)} inputs: not a layer kernel")
-    tile = _clip(input_span(node, out_span), graph.values[node.inputs[0]].shape[1:])
+    tile = clip(input_span(node, out_span), graph.values[node.inputs[0]].shape[1:])
     b = _Builder(graph, name, node.inputs[0], tile)
     b.node(node, out_span)
     return b.finish(node.output), tile
@@ -191,7 +171,7 @@ def cut_candidates(graph: Graph, grid: tuple[int, ...]) -> list[str]:
     along every dim, and nothing after it reads an earlier value; in graph order."""
     out = []
     for node in graph.nodes:
-        if node.op not in SPAN_RULES:
+        if not OPS[node.op].spatial:
             break
         t = graph.values[node.output]
         if len(t.shape) - 1 != len(grid):
@@ -220,49 +200,14 @@ def cut_for_grid(graph: Graph, grid: tuple[int, ...]) -> str:
 def tail_bytes(graph: Graph, cut: str) -> int:
     """On-chip working set of the gathered tail: its largest layer input(s) + output at the
     values' byte widths (0 without a tail)."""
-    from .execute import type_bytes
-
     size = lambda v: int(np.prod(graph.values[v].shape)) * type_bytes(graph.values[v])  # noqa: E731
     return max((sum(size(v) for v in set(n.inputs)) + size(n.output) for n in _tail_nodes(graph, cut)), default=0)
 
 
-def choose_cut(graph: Graph, grid: tuple[int, ...], mode: str = "overlap") -> str:
-    """The cut whose design needs the least on chip: the larger of one block's working set
-    and the gathered tail's; then the least redundant compute; then the deepest.  With
-    overlapped tiles a deep cut makes every block read (and recompute) most of the volume,
-    so the cut is usually earlier than with halo exchange."""
-    from .exchange import plan_exchange
-    from .plan import plan_overlapped
-
-    planner = plan_overlapped if mode == "overlap" else plan_exchange
-    best, best_key, refused = None, None, []
-    cuts = cut_candidates(graph, grid)
-    for i, cut in enumerate(cuts):
-        try:
-            p = planner(graph, grid, cut)
-        except UnsupportedModelError as exc:
-            refused.append(exc)
-            continue
-        key = (max(p.max_block_bytes, tail_bytes(graph, cut)), round(p.redundant_fraction, 9), -i)
-        if best_key is None or key < best_key:
-            best, best_key = cut, key
-    if any(g > 1 for g in grid):
-        one = (1,) * len(grid)
-        whole = max(plan_overlapped(graph, one, cuts[-1]).max_block_bytes, tail_bytes(graph, cuts[-1]))
-        if best is None or best_key[0] >= whole:
-            if refused:  # the deeper cuts that would have helped were refused: say why
-                raise refused[-1]
-            raise UnsupportedModelError(f"grid {'x'.join(map(str, grid))} ({mode}) saves no on-chip memory on this "
-                                        f"model: every block still needs {best_key[0]} bytes")
-    return best
-
-
 def run_block_graph(g: Graph, x_region: np.ndarray) -> np.ndarray:
-    """The integer reference of a block / layer / tail graph on its input codes."""
-    from ..reference.interpret import run_ir
-
+    """The integer semantics of a block / layer / tail graph on its input codes."""
     return run_ir(g, x_region)
 
 
-__all__ = ["block_graph", "choose_cut", "cut_candidates", "cut_for_grid", "is_cut", "layer_graph", "run_block_graph",
+__all__ = ["block_graph", "cut_candidates", "cut_for_grid", "is_cut", "layer_graph", "run_block_graph",
            "tail_bytes", "tail_graph"]

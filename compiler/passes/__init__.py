@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.graph import Graph
 from .infer_types import InferTypes
+from .manager import Pass, PassResult
+from .manager import run_passes as _run
 
-__all__ = ["PassResult", "run_passes", "InferTypes", "DEFAULT_PASSES"]
-
-
-@dataclass(frozen=True)
-class PassResult:
-    graph: Graph
-    modified: bool
-
+__all__ = ["DEFAULT_PASSES", "InferTypes", "Pass", "PassResult", "run_passes"]
 
 DEFAULT_PASSES = (InferTypes(),)
 
 
 def run_passes(graph: Graph, passes=DEFAULT_PASSES, max_rounds: int = 8) -> Graph:
-    """Apply the passes in order until none modifies the graph (at most ``max_rounds`` rounds)."""
-    for _ in range(max_rounds):
-        modified = False
-        for p in passes:
-            res = p.apply(graph)
-            graph, modified = res.graph, modified or res.modified
-        if not modified:
-            return graph
-    raise RuntimeError(f"passes did not converge in {max_rounds} rounds")
+    """The default passes (type inference), or ``passes``, to a fixed point (bounded)."""
+    return _run(graph, passes, max_rounds)

@@ -5,20 +5,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from ..ir.types import MAX_ELEMENTS
+from ..ops import OPS
+from .manager import PassResult
 
 
 @dataclass(frozen=True)
 class InferTypes:
     name: str = "infer-types"
 
-    def apply(self, graph: Graph):
-        from . import PassResult
-        from ..ops import OPS
-
-        from ..errors import UnsupportedModelError
-
+    def apply(self, graph: Graph) -> PassResult:
         before = dict(graph.values)
         for node in graph.nodes:
             ins = [graph.values[v] for v in node.inputs]

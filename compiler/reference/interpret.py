@@ -13,7 +13,7 @@ def run_ir(graph: Graph, codes: np.ndarray) -> np.ndarray:
     last = {v: i for i, node in enumerate(graph.nodes) for v in node.inputs}
     for i, node in enumerate(graph.nodes):
         ins = [graph.values[v] for v in node.inputs]
-        env[node.output] = OPS[node.op].reference(node.attrs, [env[v] for v in node.inputs], ins, graph.values[node.output])
+        env[node.output] = OPS[node.op].semantics(node.attrs, [env[v] for v in node.inputs], ins, graph.values[node.output])
         for v in set(node.inputs):  # a value no later node reads is released
             if last[v] == i and v != graph.output:
                 del env[v]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..emit import read_manifest
+from ..writer import read_manifest
 from ..errors import InputDataError, SimulationError, ToolchainError
 
 
@@ -22,7 +22,8 @@ def require_gxx() -> str:
     return gxx
 
 
-def _last_error_line(text: str) -> str:
+def last_error_line(text: str) -> str:
+    """The first line of a tool's output that names an error (else its first line), shortened."""
     lines = [ln for ln in text.splitlines() if "error" in ln.lower()] or text.strip().splitlines() or ["(no output)"]
     return lines[0].strip()[:300]
 
@@ -107,7 +108,7 @@ class CSim:
             res = subprocess.run(["bash", "build_lib.sh"], cwd=self.prj, capture_output=True, text=True)
             lib = self.library()
             if res.returncode != 0 or lib is None:
-                raise SimulationError(f"C-simulation build failed in {self.prj}: {_last_error_line(res.stderr + res.stdout)}")
+                raise SimulationError(f"C-simulation build failed in {self.prj}: {last_error_line(res.stderr + res.stdout)}")
         return lib
 
     def _worker(self) -> _Worker:

@@ -18,7 +18,7 @@ struct config${index} : nnet::tessera_avgpool3d_config {
     static const bool count_include_pad = ${count_include_pad};
     static const unsigned num_shift = ${num_shift};
     static const unsigned den_shift = ${den_shift};
-    static const unsigned rounding = ${rounding};
+    static const int rounding = nnet::${rounding};
     static const long long qmin = ${qmin};
     static const long long qmax = ${qmax};
     static const unsigned sum_bits = ${sum_bits};

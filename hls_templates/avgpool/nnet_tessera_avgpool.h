@@ -9,6 +9,7 @@
 
 #include "hls_stream.h"
 #include "nnet_common.h"
+#include "nnet_tessera_codes.h"
 #include "nnet_tessera_stream.h"
 
 namespace nnet {
@@ -20,46 +21,18 @@ struct tessera_avgpool3d_config {
     static const unsigned stride_depth = 1, stride_height = 1, stride_width = 1;
     static const unsigned pad_front = 0, pad_top = 0, pad_left = 0;
     static const bool count_include_pad = false;
-    static const unsigned num_shift = 0, den_shift = 0, rounding = 0;  // rounding: 0 half-even, 1 floor, 2 ceil,
-    static const long long qmin = 0, qmax = 0;                         // 3 toward zero, 4 away, 5 half-up, 6 half-down
+    static const unsigned num_shift = 0, den_shift = 0;
+    static const int rounding = TESSERA_ROUND; // the Quant's mode (nnet_tessera_rounding.h)
+    static const long long qmin = 0, qmax = 0;
     static const unsigned sum_bits = 1, out_bits = 1;
     typedef float accum_t;
 };
 
-// R(num / den) for den > 0, on 64-bit integers.
-inline long long tessera_div_round(long long num, long long den, unsigned mode) {
-    long long q = num / den, r = num % den;
-    if (r < 0) {
-        q -= 1;
-        r += den;
-    }
-    const bool neg = num < 0;
-    const long long twice = 2 * r;
-    bool up;
-    switch (mode) {
-    case 0: up = twice > den || (twice == den && (q & 1)); break;
-    case 1: up = false; break;
-    case 2: up = r > 0; break;
-    case 3: up = neg && r > 0; break;
-    case 4: up = !neg && r > 0; break;
-    case 5: up = neg ? twice > den : twice >= den; break;
-    default: up = neg ? twice >= den : twice > den; break;
-    }
-    return q + (up ? 1 : 0);
-}
-
 // Round the exact window sum (raw bits of accum_t) divided by count, clip, and set the raw bits of out.
 template <class out_T, typename CONFIG_T> inline void tessera_avgpool_finish(const typename CONFIG_T::accum_t &sum, long long count,
                                                                             out_T &out) {
-    ap_int<CONFIG_T::sum_bits> code;
-    code.range() = sum.range(CONFIG_T::sum_bits - 1, 0);
-    long long y = tessera_div_round(((long long)code) << CONFIG_T::num_shift, count << CONFIG_T::den_shift,
-                                    CONFIG_T::rounding);
-    if (y < CONFIG_T::qmin)
-        y = CONFIG_T::qmin;
-    if (y > CONFIG_T::qmax)
-        y = CONFIG_T::qmax;
-    out.range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
+    tessera_div_round_to<out_T, typename CONFIG_T::accum_t, CONFIG_T::sum_bits, CONFIG_T::out_bits>(
+        sum, count, CONFIG_T::num_shift, CONFIG_T::den_shift, CONFIG_T::rounding, CONFIG_T::qmin, CONFIG_T::qmax, out);
 }
 
 // Number of window elements inside the input along one axis.

@@ -1,4 +1,4 @@
-// Tessera quantized recurrent cells (LSTM, GRU) on integer codes.
+// Tessera quantized recurrent cells (LSTM, GRU, ConvLSTM) on integer codes.
 //
 // Every value inside a cell is an integer code held in an exact-width ap_int (widths from
 // the compiler's interval analysis, so nothing can overflow); radix points are tracked by
@@ -9,7 +9,8 @@
 //
 // Weights are stored as codes on their codebook: binary in 1 bit (b -> 2b - 1), ternary in
 // 2 bits, quaternary {-2,-1,1,2} in 3 bits; their products are sign selections and one
-// shift (tessera_wmul), no multiplier.
+// shift (tessera_wmul), no multiplier.  Codes, requantization and codebook products:
+// common/nnet_tessera_codes.h.
 #ifndef NNET_TESSERA_RNN_H_
 #define NNET_TESSERA_RNN_H_
 
@@ -17,92 +18,9 @@
 #include "ap_int.h"
 #include "hls_stream.h"
 #include "nnet_common.h"
+#include "nnet_tessera_codes.h"
 
 namespace nnet {
-
-enum { TESSERA_ROUND = 0, TESSERA_FLOOR, TESSERA_CEIL, TESSERA_DOWN, TESSERA_UP, TESSERA_HALF_UP, TESSERA_HALF_DOWN };
-enum { TESSERA_W_INT = 0, TESSERA_W_BINARY, TESSERA_W_TERNARY, TESSERA_W_QUATERNARY };
-
-// -- codes <-> hls4ml's ap_fixed values ---------------------------------------------------
-
-template <class T> struct tessera_is_signed { static const bool value = true; };
-template <int W, int I, ap_q_mode Q, ap_o_mode O, int N> struct tessera_is_signed<ap_ufixed<W, I, Q, O, N> > {
-    static const bool value = false;
-};
-
-// The integer code of an ap_fixed value (its raw bits, sign-extended when signed).
-template <class T> inline ap_int<T::width + 1> tessera_code_of(const T &v) {
-    ap_uint<T::width> raw = v.range(T::width - 1, 0);
-    ap_int<T::width + 1> c = raw;
-    if (tessera_is_signed<T>::value && raw[T::width - 1])
-        c -= (ap_int<T::width + 1>(1) << T::width);
-    return c;
-}
-
-// The ap_fixed value whose code is c (c fits T by construction).
-template <class T, class C> inline T tessera_of_code(const C &c) {
-    T v;
-    ap_int<T::width + 1> wide = c;
-    v.range(T::width - 1, 0) = wide.range(T::width - 1, 0);
-    return v;
-}
-
-// -- requantization: R(x / 2**SHIFT) with a QONNX rounding mode, then clamp ------------------
-
-template <class out_T, int SHIFT, int MODE, long long QMIN, long long QMAX, class in_T>
-inline out_T tessera_requant(const in_T &x) {
-    static const int LS = SHIFT < 0 ? -SHIFT : 0;
-    static const int RS = SHIFT > 0 ? SHIFT : 0;
-    static const int RS1 = RS > 0 ? RS : 1;
-    static const int WW = (in_T::width > RS1 ? in_T::width : RS1) + LS + 2;
-    typedef ap_int<WW> wide_t;
-    wide_t xw = x;
-    wide_t q;
-    if (RS == 0) {
-        q = xw << LS;
-    } else {
-        wide_t fl = xw >> RS; // arithmetic: floor
-        ap_uint<RS1> r = xw.range(RS1 - 1, 0);
-        ap_uint<RS1> half = ap_uint<RS1>(1) << (RS1 - 1);
-        bool neg = xw < 0, gt = r > half, eq = r == half, nz = r != 0;
-        bool up;
-        switch (MODE) {
-        case TESSERA_ROUND: up = gt || (eq && fl[0]); break;
-        case TESSERA_FLOOR: up = false; break;
-        case TESSERA_CEIL: up = nz; break;
-        case TESSERA_DOWN: up = neg && nz; break;
-        case TESSERA_UP: up = !neg && nz; break;
-        case TESSERA_HALF_UP: up = gt || (eq && !neg); break;
-        default: up = gt || (eq && neg); break; // HALF_DOWN
-        }
-        q = fl + (up ? 1 : 0);
-    }
-    if (q < wide_t(QMIN))
-        q = QMIN;
-    if (q > wide_t(QMAX))
-        q = QMAX;
-    return (out_T)q;
-}
-
-// -- products with weights on a codebook -------------------------------------------------
-
-template <int KIND> struct tessera_wmul {
-    template <class P, class X, class W> static P mul(const X &x, const W &w) { return (P)((P)x * (P)w); }
-};
-template <> struct tessera_wmul<TESSERA_W_BINARY> { // stored bit b means 2b - 1
-    template <class P, class X, class W> static P mul(const X &x, const W &w) { return w != 0 ? (P)x : (P)(-(P)x); }
-};
-template <> struct tessera_wmul<TESSERA_W_TERNARY> {
-    template <class P, class X, class W> static P mul(const X &x, const W &w) {
-        return w == 0 ? (P)0 : (w > 0 ? (P)x : (P)(-(P)x));
-    }
-};
-template <> struct tessera_wmul<TESSERA_W_QUATERNARY> { // codes -2, -1, 1, 2
-    template <class P, class X, class W> static P mul(const X &x, const W &w) {
-        P m = (w == 2 || w == -2) ? (P)((P)x << 1) : (P)x;
-        return w > 0 ? m : (P)(-m);
-    }
-};
 
 // sum_k x[k] * w[k]; every partial sum lies in acc_T's range (the range contains 0 and
 // every sub-sum of the extreme products).

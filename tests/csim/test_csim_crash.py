@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 from tessera.compiler.errors import SimulationError
 from tessera.compiler.sim.csim import CSim
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tessera.compiler.emit import write_project
+from tessera.compiler.writer import write_project
 from tessera.compiler.ir.types import FixedType
 from tessera.compiler.lower.hls4ml_lower import HlsOptions
 from tessera.compiler.ops import conv, dense, leakyrelu, maxpool, quant, relu

@@ -12,7 +12,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 from tessera.models.train import export_model
 
 pytestmark = pytest.mark.csim
@@ -86,7 +86,7 @@ def test_cosmoflow_64_partitioned_csim(tmp_path, cnn3d_export):
     from tessera.compiler.lower.hls4ml_lower import HlsOptions
     from tessera.compiler.partition.project import PartitionedSim, write_partitioned_project
     from tessera.compiler.partition.runtime import Partition
-    from tessera.compiler.reference.emit import OrtReference, emit_reference
+    from tessera.compiler.reference.model import OrtReference, reference_model
     from tessera.compiler.samples import sample_codes
 
     g, path = cnn3d_export("cosmoflow", 64)
@@ -95,6 +95,6 @@ def test_cosmoflow_64_partitioned_csim(tmp_path, cnn3d_export):
     sim = PartitionedSim(prj, workers=2)
     x = sample_codes(g.values[g.input], 3, seed=5)
     got = sim.run_codes(x)
-    assert np.array_equal(got, OrtReference(emit_reference(g)).run(x))
+    assert np.array_equal(got, OrtReference(reference_model(g)).run(x))
     status, line = sim.testbench()
     assert status == 0 and line == "tessera-host: 2 samples, 4 kernel runs, 0 mismatches", line

@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 from tessera.compiler.estimate import choose_reuse
 
 from .conftest import project_reuse

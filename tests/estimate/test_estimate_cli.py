@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 from tessera.compiler.estimate import choose_design, get_part
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tessera.compiler.emit import write_project
+from tessera.compiler.writer import write_project
 from tessera.compiler.errors import UnsupportedModelError
 from tessera.compiler.lower.hls4ml_lower import HlsOptions
 

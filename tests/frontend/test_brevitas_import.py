@@ -9,7 +9,7 @@ import torch.nn as nn
 from brevitas import nn as qnn
 
 from tessera.compiler.frontend import compile_ir
-from tessera.compiler.reference.emit import OrtReference, emit_reference
+from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
 from tessera.compiler.verify import user_model_agreement
@@ -20,7 +20,7 @@ from tessera.models.train import export_model
 def check(path, n=200):
     g = compile_ir(path)
     codes = sample_codes(g.values[g.input], n)
-    ref = OrtReference(emit_reference(g)).run(codes)
+    ref = OrtReference(reference_model(g)).run(codes)
     assert np.array_equal(ref, run_ir(g, codes))
     agree = user_model_agreement(path, g, codes[:50], ref[:50])
     return g, agree

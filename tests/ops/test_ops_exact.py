@@ -8,15 +8,31 @@ import pytest
 from tessera.compiler.ir.types import FixedType
 from tessera.compiler.ops.base import int8_limbs
 from tessera.compiler.ops import conv, dense, flatten, leakyrelu, maxpool, quant, relu
-from tessera.compiler.reference.emit import OrtReference, emit_reference
+from tessera.compiler.ops.rounding import div_round
+from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
+
+
+def saturation_free(model) -> None:
+    """Every 8-bit integer kernel of the reference takes 7-bit signed weight limbs: pairs of
+    products stay below 2**15, so CPUs that add them with int16 saturation (x86 without
+    VNNI) compute them exactly too.  (A structural check: it holds on every CPU.)"""
+    from onnx import numpy_helper
+
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    kernels = [n for n in model.graph.node if n.op_type in ("MatMulInteger", "ConvInteger")]
+    for n in kernels:
+        w = inits[n.input[1]]
+        assert w.dtype == np.int8 and -64 <= w.min() and w.max() <= 63, (n.name, w.dtype, w.min(), w.max())
 
 
 def check_exact(graph, n=400, seed=0):
     codes = sample_codes(graph.values[graph.input], n, seed=seed)
     want = run_ir(graph, codes)
-    got = OrtReference(emit_reference(graph)).run(codes)
+    model = reference_model(graph)
+    saturation_free(model)
+    got = OrtReference(model).run(codes)
     assert got.dtype == np.int64 and got.shape == want.shape
     mismatches = int(np.sum(got != want))
     assert mismatches == 0, f"{mismatches} mismatches, first at {np.argwhere(got != want)[:3].tolist()}"
@@ -101,7 +117,7 @@ def test_conv2d_reference_is_a_real_convolution(rng):
 
     tin = TensorType((3, 6, 5), FixedType(4, 0, True), -8, 7)
     out = conv.OP.infer(attrs, [tin], "n")
-    got = conv.OP.reference(attrs, [x], [tin], out)
+    got = conv.OP.semantics(attrs, [x], [tin], out)
     xp = np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 1)))
     want = np.zeros_like(got)
     for n in range(2):
@@ -129,7 +145,7 @@ def test_wide_dense_uses_int64_and_stays_exact(make_graph, make_type, rng):
     """16-bit activations do not fit MatMulInteger; the int64 MatMul path must be exact too."""
     w = rand_weights(rng, (64, 4), 12)
     g = make_graph(make_type(16, 8, True, (64,)), ("dense", dense.Attrs(w, FixedType(12, 11, True), None, None)))
-    ops = {n.op_type for n in emit_reference(g).graph.node}
+    ops = {n.op_type for n in reference_model(g).graph.node}
     assert "MatMul" in ops and "MatMulInteger" not in ops
     check_exact(g)
 
@@ -158,7 +174,7 @@ def test_wide_conv_weights_use_int8_limbs_and_stay_exact(make_graph, make_type, 
     w[1, 0, 0] = (1 << (bits_w - 1)) - 1
     attrs = conv.Attrs(w, FixedType(bits_w, bits_w, True), None, None, (1, 2, 1), (1, 0, 1, 1, 0, 1))
     g = make_graph(make_type(8, 5, True, (2, 5, 6, 4)), ("conv", attrs))
-    ops = [n.op_type for n in emit_reference(g).graph.node]
+    ops = [n.op_type for n in reference_model(g).graph.node]
     assert ops.count("ConvInteger") == len(int8_limbs(w)) > 1
     check_exact(g, n=60)
 
@@ -178,7 +194,7 @@ def test_conv3d_reference_is_a_real_convolution(rng):
 
     tin = TensorType((2, 4, 5, 3), FixedType(4, 0, True), -8, 7)
     out = conv.OP.infer(attrs, [tin], "n")
-    got = conv.OP.reference(attrs, [x], [tin], out)
+    got = conv.OP.semantics(attrs, [x], [tin], out)
     xp = np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 1), (1, 0)))
     for o in range(2):
         for d in range(out.shape[1]):
@@ -238,7 +254,7 @@ def test_convtranspose_reference_is_a_real_transposed_convolution(rng):
     attrs = convtranspose.Attrs(w, FixedType(4, 0, True), None, None, (2, 1), (1, 0, 0, 1))
     tin = TensorType((2, 3, 4), FixedType(4, 0, True), -8, 7)
     out = convtranspose.OP.infer(attrs, [tin], "n")
-    got = convtranspose.OP.reference(attrs, [x], [tin], out)
+    got = convtranspose.OP.semantics(attrs, [x], [tin], out)
     full = np.zeros((3, (3 - 1) * 2 + 3, (4 - 1) + 2), dtype=np.int64)
     for c in range(2):
         for i in range(3):
@@ -292,7 +308,7 @@ def test_avgpool_exact(make_graph, make_type, kernel, stride, pads, cip, roundin
     window = x[(7, 1) + sl]
     count = int(np.prod(kernel)) if cip else window.size
     exact = Fraction(int(window.sum()) * 2 ** (fy - 4) if fy >= 4 else int(window.sum()), count * (2 ** (4 - fy) if fy < 4 else 1))
-    assert y[(7, 1) + pos] == int(np.clip(quant.div_round(np.array([exact.numerator]), exact.denominator, rounding)[0], -64, 63))
+    assert y[(7, 1) + pos] == int(np.clip(div_round(np.array([exact.numerator]), exact.denominator, rounding)[0], -64, 63))
 
 
 @pytest.mark.parametrize("mode", ["ROUND", "FLOOR", "CEIL", "DOWN", "UP", "HALF_UP", "HALF_DOWN"])
@@ -317,7 +333,7 @@ def test_div_round_matches_the_rational_definition(mode):
 
     nums = np.arange(-60, 61)
     for den in (1, 2, 3, 4, 6, 27):
-        got = quant.div_round(nums, den, mode)
+        got = div_round(nums, den, mode)
         assert got.tolist() == [definition(Fraction(int(v), den)) for v in nums], den
 
 

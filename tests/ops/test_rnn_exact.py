@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tessera.compiler.reference.emit import emit_reference
+from tessera.compiler.reference.model import reference_model
 
 from ..conftest import random_convlstm
 from .test_ops_exact import check_exact
@@ -106,7 +106,7 @@ def test_wide_accumulators_stay_exact(make_graph, make_type, rnn_builders, rng):
                  for gt in attrs.gates)
     attrs = type(attrs)(**{**attrs.__dict__, "gates": wide})
     g = make_graph(make_type(8, 6, True, (4, 6)), ("lstm", attrs))
-    assert any(n.op_type == "Mod" for n in emit_reference(g).graph.node)
+    assert any(n.op_type == "Mod" for n in reference_model(g).graph.node)
     check_exact(g, n=200)
 
 

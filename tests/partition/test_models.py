@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tessera.compiler.partition.runtime import Partition
-from tessera.compiler.reference.emit import OrtReference, emit_reference
+from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
 
@@ -37,7 +37,7 @@ def test_partitioned_model_is_bit_exact(cnn3d_export, name, size, grid, mode):
     assert [stats[b.index]["halo_voxels"] for b in plan.blocks] == [b.halo_voxels for b in plan.blocks]
     assert (plan.halo_bytes == 0) == (np.prod(grid) == 1)
     if name == "cosmoflow" and size == 64:  # the model's exact onnxruntime reference agrees
-        assert np.array_equal(got, OrtReference(emit_reference(g)).run(x))
+        assert np.array_equal(got, OrtReference(reference_model(g)).run(x))
     # the spatial segment is cut while every block still holds a voxel
     extent = g.values[p.cut].shape[1:]
     assert all(k <= e for k, e in zip(grid, extent))

@@ -137,7 +137,7 @@ def test_plan_equals_the_executed_schedule(make_graph, make_type, chain, grid):
 
 def test_grid_for_budget_fits_or_names_the_layer(make_graph, make_type):
     from tessera.compiler.errors import UnsupportedModelError
-    from tessera.compiler.partition.plan import grid_for_budget, plan_overlapped
+    from tessera.compiler.partition import grid_for_budget, plan_overlapped
 
     rng = np.random.default_rng(7)
     g = make_graph(make_type(6, 0, False, (2, 9, 8, 7)), *_chains(rng)["conv_pool"])
@@ -155,7 +155,7 @@ def test_grid_for_budget_fits_or_names_the_layer(make_graph, make_type):
 def test_block_graphs_equal_the_executed_blocks(make_graph, make_type, chain, grid):
     """The specialised block graph (what a block kernel is compiled from) computes, on its
     input region, exactly the block of the unpartitioned run."""
-    from tessera.compiler.partition.plan import grid_blocks
+    from tessera.compiler.partition.regions import grid_blocks
     from tessera.compiler.partition.specialise import block_graph
 
     rng = np.random.default_rng(7)

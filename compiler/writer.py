@@ -1,4 +1,5 @@
-"""Write a complete Vitis HLS project: hls4ml's project + Tessera's exact testbench and data.
+"""The project writer: a complete Vitis HLS project, hls4ml's project + Tessera's exact
+testbench and data.
 
 The project is written into a temporary sibling folder and renamed at the end, so an
 interrupted compile never leaves a folder that looks complete.  ``tessera.json`` records
@@ -16,7 +17,9 @@ import shutil
 import time
 import warnings
 from dataclasses import asdict
+from enum import Enum
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import onnx
@@ -27,7 +30,7 @@ from .errors import ProjectError
 from .ir.graph import Graph
 from .lower.hls4ml_lower import HlsOptions, lower_to_hls4ml
 from .ops import OPS
-from .reference.emit import OrtReference, emit_reference
+from .reference.model import OrtReference, reference_model
 from .samples import sample_codes
 
 MANIFEST = "tessera.json"
@@ -50,10 +53,23 @@ def layer_table(graph: Graph) -> list[dict]:
     return rows
 
 
-def _io_entry(graph: Graph, value: str, perm: np.ndarray) -> dict:
+def io_entry(graph: Graph, value: str, perm: np.ndarray) -> dict:
+    """The manifest's record of the design's input or output: shape, type, range, layout."""
     t = graph.values[value]
     return {"shape": list(t.shape), "width": t.ftype.width, "frac": t.ftype.frac, "signed": t.ftype.signed,
             "range": [t.lo, t.hi], "perm": perm.tolist()}
+
+
+def input_quant_entry(graph: Graph) -> dict:
+    """The manifest's record of the model's input quantizer (real values -> codes)."""
+    q = graph.input_quant
+    return {"width": q.out.width, "frac": q.out.frac, "signed": q.out.signed, "narrow": q.narrow,
+            "rounding": q.rounding.value}
+
+
+def options_entry(opts: HlsOptions) -> dict:
+    """The manifest's record of the compile options (plain JSON values)."""
+    return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(opts).items()}
 
 
 def remove_stale_tmp(out: Path) -> list[Path]:
@@ -74,18 +90,37 @@ def remove_stale_tmp(out: Path) -> list[Path]:
     return removed
 
 
-def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Path, opts: HlsOptions,
-                  tb_samples: int = 64, force: bool = False) -> Path:
+@contextlib.contextmanager
+def project_folder(out_dir: str | Path, force: bool = False) -> Iterator[Path]:
+    """A project written atomically: yields a temporary sibling of ``out_dir``
+    (``.<name>.tessera-tmp-<pid>``, its parent created) and, when the block ends without an
+    error, replaces ``out_dir`` with it; otherwise removes it.  An interrupted compile never
+    leaves a folder that looks complete.  A non-empty ``out_dir`` is refused without ``force``."""
     out = Path(out_dir).resolve()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not force:
-            raise ProjectError(f"output folder {out} exists and is not empty (use --force to replace it)")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise ProjectError(f"output folder {out} exists and is not empty (use --force to replace it)")
     remove_stale_tmp(out)
     tmp = out.parent / f".{out.name}.tessera-tmp-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     try:
         tmp.parent.mkdir(parents=True, exist_ok=True)
+        yield tmp
+        if out.is_dir():
+            shutil.rmtree(out)
+        elif out.exists():
+            out.unlink()
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Path, opts: HlsOptions,
+                  tb_samples: int = 64, force: bool = False) -> Path:
+    """The project of ``graph`` at ``out_dir``: hls4ml's Vitis project, the exact reference,
+    Tessera's testbench and its data, and the manifest."""
+    with project_folder(out_dir, force) as tmp:
         t0 = time.perf_counter()
         model, lowering = lower_to_hls4ml(graph, opts, str(tmp))
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -94,7 +129,7 @@ def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Pa
         cfg = tmp / "hls4ml_config.yml"
         cfg.write_text("\n".join("OutputDir: ." if ln.startswith("OutputDir:") else ln for ln in cfg.read_text().splitlines()) + "\n")
 
-        ref_model = emit_reference(graph)
+        ref_model = reference_model(graph)
         onnx.save(ref_model, tmp / "reference.onnx")
         pin, pout = lowering.perm[graph.input], lowering.perm[graph.output]
         codes = sample_codes(graph.values[graph.input], tb_samples, seed=1234)
@@ -120,12 +155,10 @@ def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Pa
             "tessera_version": __version__,
             "model_file": Path(model_path).name if model_path else None,
             "model_sha256": sha256(model_path) if model_path else None,
-            "options": asdict(opts),
-            "input": _io_entry(graph, graph.input, pin),
-            "input_quant": {"width": graph.input_quant.out.width, "frac": graph.input_quant.out.frac,
-                            "signed": graph.input_quant.out.signed, "narrow": graph.input_quant.narrow,
-                            "rounding": graph.input_quant.rounding},
-            "output": _io_entry(graph, graph.output, pout),
+            "options": options_entry(opts),
+            "input": io_entry(graph, graph.input, pin),
+            "input_quant": input_quant_entry(graph),
+            "output": io_entry(graph, graph.output, pout),
             "layers": layer_table(graph),
             "hls_layers": [{"name": L.name, "class": L.class_name,
                             "types": {k: str(v.precision) for k, v in L.types.items()}} for L in model.get_layers()],
@@ -133,15 +166,7 @@ def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Pa
             "lowering_seconds": round(time.perf_counter() - t0, 3),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        if out.is_dir():
-            shutil.rmtree(out)
-        elif out.exists():
-            out.unlink()
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return Path(out_dir).resolve()
 
 
 def read_manifest(prj: str | Path) -> dict:

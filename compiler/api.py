@@ -1,0 +1,188 @@
+"""The compiler's API: what the ``tessera`` command, the benchmarks and the tests call.
+
+- :func:`load_model`: read, clean, import and type a QONNX / QCDQ file (the typed IR);
+- :func:`compile_model`: a complete Vitis HLS project from a model file (unpartitioned, or
+  as spatial blocks), with :func:`hls_options`, :func:`choose_grid` and :func:`plan_partition`
+  as its steps for callers that report progress between them;
+- :func:`emulate`: a project's g++ C-simulation on real-valued inputs or integer codes;
+- :func:`verify_project`: C-simulation == the exact reference on every output
+  (:class:`~.verify.VerifyReport`).
+
+Every failure a user can cause is a :class:`~.errors.TesseraError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .errors import InputDataError, UnsupportedModelError
+from .frontend import compile_ir
+from .ir.graph import Graph
+from .lower.hls4ml_lower import HlsOptions
+from .ops import IoType
+from .partition import Partition, grid_for_budget, parse_grid
+from .verify import VerifyReport, quantize_inputs, read_array, verify
+from .writer import layer_table, read_manifest, write_project
+
+PathLike = str | Path
+
+
+def load_model(path: PathLike) -> Graph:
+    """The typed IR of a model file (every failure a one-line error naming the node)."""
+    return compile_ir(path)
+
+
+def hls_options(graph: Graph, io_type: IoType | str = IoType.PARALLEL, reuse: int | str = 1, part: str = "xcu250",
+                clock_period: float = 5.0, project_name: str = "tessera_model") -> HlsOptions:
+    """hls4ml options; ``reuse='auto'``: per-layer reuse factors from the estimator's chooser
+    for ``part`` (the unpartitioned design, docs/estimate.md)."""
+    opts = HlsOptions(io_type=io_type, reuse=1 if reuse == "auto" else int(reuse), part=part, clock_period=clock_period,
+                      project_name=project_name)
+    if reuse == "auto":
+        from .estimate.chooser import choose_reuse
+
+        opts = dataclasses.replace(opts, layer_reuse=choose_reuse(graph, opts.part, opts.io_type,
+                                                                  clock_ns=opts.clock_period))
+    return opts
+
+
+def choose_grid(graph: Graph, part: str, io_type: IoType | str = IoType.PARALLEL) -> tuple[int, ...] | None:
+    """The block grid the performance model's chooser picks for ``part`` (None: the
+    unpartitioned design fits, or nothing can be partitioned)."""
+    from .estimate.chooser import choose_design
+    from .estimate.parts import get_part
+
+    design = choose_design(graph, get_part(part), str(IoType(io_type)), partition="auto")
+    if design.grid is None or int(np.prod(design.grid)) == 1:
+        return None
+    return tuple(design.grid)
+
+
+def plan_partition(graph: Graph, grid: tuple[int, ...] | str | None = None, mode: str = "overlap",
+                   onchip_budget: int | None = None) -> Partition:
+    """The partitioned schedule of ``graph``: on ``grid`` (``AxBxC`` or a tuple), or the
+    fewest blocks whose working set fits ``onchip_budget`` bytes."""
+    if grid in (None, "auto"):
+        if onchip_budget is None:
+            raise UnsupportedModelError("a partition needs a block grid or an on-chip budget")
+        grid = grid_for_budget(graph, onchip_budget, mode).grid
+    elif isinstance(grid, str):
+        grid = parse_grid(grid)
+    part = Partition.plan(graph, tuple(grid), mode)
+    report = part.report()
+    if onchip_budget is not None and report.max_block_bytes > onchip_budget:
+        raise UnsupportedModelError(f"{'x'.join(map(str, part.grid))} blocks need {report.max_block_bytes} bytes, more "
+                                    f"than the on-chip budget of {onchip_budget}")
+    return part
+
+
+@dataclass
+class CompileResult:
+    project: Path
+    graph: Graph
+    options: HlsOptions
+    partition: Partition | None
+    seconds: float
+
+
+#: Reference samples the testbench checks: the project's, and each kernel's of a partitioned one.
+TB_SAMPLES, TB_SAMPLES_PER_KERNEL = 64, 4
+
+
+def write(graph: Graph, model: PathLike, out_dir: PathLike, opts: HlsOptions, partition: Partition | None = None,
+          tb_samples: int | None = None, force: bool = False, progress: Callable[[int], None] | None = None) -> Path:
+    """Write the project of ``graph`` (as the blocks of ``partition`` when given; ``progress(k)``
+    after each block kernel)."""
+    if partition is None:
+        return write_project(graph, model, out_dir, opts, tb_samples=tb_samples or TB_SAMPLES, force=force)
+    from .partition.project import write_partitioned_project
+
+    return write_partitioned_project(graph, model, out_dir, opts, partition, tb_samples=tb_samples or TB_SAMPLES_PER_KERNEL,
+                                     force=force, progress=progress)
+
+
+def compile_model(model: PathLike, out_dir: PathLike, *, io_type: IoType | str = IoType.PARALLEL,
+                  reuse: int | str = 1, part: str = "xcu250", clock_period: float = 5.0,
+                  project_name: str = "tessera_model", tb_samples: int | None = None, force: bool = False,
+                  grid: tuple[int, ...] | str | None = None, partition_mode: str = "overlap",
+                  onchip_budget: int | None = None, progress: Callable[[int], None] | None = None) -> CompileResult:
+    """Compile ``model`` into a complete Vitis HLS project at ``out_dir``.
+
+    ``grid``: run the leading 3D segment as blocks (``AxBxC``, a tuple, or ``'auto'``: the
+    fewest blocks that fit ``onchip_budget``, or without a budget the performance model's
+    grid for ``part``); ``onchip_budget`` alone implies ``'auto'``."""
+    t0 = time.perf_counter()
+    graph = load_model(model)
+    opts = hls_options(graph, io_type, reuse, part, clock_period, project_name)
+    if grid == "auto" and onchip_budget is None:
+        grid = choose_grid(graph, part, opts.io_type)
+    partition = None
+    if grid is not None or onchip_budget is not None:
+        partition = plan_partition(graph, grid, partition_mode, onchip_budget)
+    prj = write(graph, model, out_dir, opts, partition, tb_samples=tb_samples, force=force, progress=progress)
+    return CompileResult(prj, graph, opts, partition, time.perf_counter() - t0)
+
+
+def _simulation(project: PathLike, workers: int | None):
+    from .partition import default_workers
+    from .partition.project import open_sim
+
+    return open_sim(project, workers or default_workers())
+
+
+def input_codes(project: PathLike, inputs: PathLike | np.ndarray, codes: bool = False) -> np.ndarray:
+    """The design's input codes: real values (an array or a ``.npy``) through the model's
+    input quantizer, or integer codes checked against the input type's range."""
+    manifest = read_manifest(project)
+    what = "input" if isinstance(inputs, np.ndarray) else str(inputs)
+    x = inputs if isinstance(inputs, np.ndarray) else read_array(inputs)
+    if not codes:
+        return quantize_inputs(x, manifest, what)
+    if not np.issubdtype(x.dtype, np.integer):
+        raise InputDataError(f"{what}: --codes needs an integer array, got {x.dtype}")
+    lo, hi = manifest["input"]["range"]
+    if x.size and (x.min() < lo or x.max() > hi):
+        raise InputDataError(f"{what}: codes outside the input type's range [{lo}, {hi}]")
+    return x
+
+
+def emulate(project: PathLike, inputs: PathLike | np.ndarray, *, codes: bool = False, workers: int | None = None,
+            progress: Callable[[int], None] | None = None, sim=None) -> np.ndarray:
+    """The project's g++ C-simulation on ``inputs`` (partitioned projects: every block in
+    ``workers`` processes, then the tail).  Real-valued outputs, or codes with ``codes``."""
+    sim = sim or _simulation(project, workers)
+    x = input_codes(project, inputs, codes)
+    sim.build()
+    y = sim.run_codes(x, progress=progress)
+    return y if codes else np.ldexp(y.astype(np.float64), -sim.manifest["output"]["frac"])
+
+
+def progress_total(project: PathLike, n_samples: int, sim=None) -> int:
+    """What :func:`emulate` reports progress in for ``n_samples`` (samples, or block runs)."""
+    sim = sim or _simulation(project, None)
+    return sim.progress_total(n_samples) if hasattr(sim, "progress_total") else n_samples
+
+
+def verify_project(model: PathLike, project: PathLike, *, samples: int = 1000, seed: int = 0,
+                   data: PathLike | None = None, user_samples: int = 100, expected: PathLike | None = None,
+                   progress: Callable[[int], None] | None = None) -> VerifyReport:
+    """The project's C-simulation against the exact reference of ``model`` on ``samples``
+    random full-range inputs (and the real inputs of ``data``): every output compared."""
+    return verify(model, project, samples=samples, seed=seed, data=data, user_samples=user_samples, progress=progress,
+                  expected=expected)
+
+
+def simulation(project: PathLike, workers: int | None = None):
+    """The C-simulation of a project (``build()``, ``run_codes``), partitioned or not."""
+    return _simulation(project, workers)
+
+
+__all__ = ["CompileResult", "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "VerifyReport", "choose_grid", "compile_model", "emulate",
+           "hls_options", "input_codes", "layer_table", "load_model", "plan_partition", "progress_total", "read_manifest",
+           "simulation", "verify_project", "write"]

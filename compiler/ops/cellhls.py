@@ -1,0 +1,160 @@
+"""The hardware side of the recurrent cells (``lstm``, ``gru``, ``convlstm``): what their
+lowerings and costs share.
+
+Every kernel type is an exact-width ``ap_int`` holding codes: the widths come from the
+op's interval analysis (:meth:`.cellprog.CellOp.analyze`), the alignment shifts from the
+fracs of the same analysis, so the C++ step (``hls_templates/rnn/nnet_tessera_rnn.h``)
+performs exactly the integer operations of the op's ``step``.  Weights are stored as codes
+on their codebook (binary: 1 bit).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import FixedType, TensorType
+from . import cellprog as cp
+from .base import Layout
+from .extension import Extension, Weight, out_shape_attr, weight_types
+from .quant import Attrs as QuantAttrs
+from .work import Work, bits, linear_work
+
+
+def cint(t: FixedType) -> str:
+    """The kernel's code type for ``t``: a signed ap_int (one more bit when unsigned)."""
+    return f"ap_int<{t.width + (0 if t.signed else 1)}>"
+
+
+def int_precision(lo: int, hi: int) -> str:
+    """hls4ml precision of an integer array (weights, biases, tables stored as codes)."""
+    return FixedType.for_range(min(lo, 0), max(hi, 0), 0).hls()
+
+
+def codebook(weights: list[cp.Weights]) -> tuple[cp.Codebook, list[np.ndarray], str]:
+    """(kind, stored arrays, hls4ml precision) for weights that share one storage type."""
+    kind = cp.codebook_kind(weights)
+    if kind == cp.Codebook.BINARY:
+        return kind, [(w.codes + 1) // 2 for w in weights], "ufixed<1,1>"
+    codes = [w.codes for w in weights]
+    lo, hi = min(int(c.min()) for c in codes), max(int(c.max()) for c in codes)
+    return kind, codes, int_precision(lo, hi)
+
+
+def shift(types: dict, to: str, frm: str | int) -> int:
+    """The left shift aligning ``frm`` (a named intermediate, or a frac) onto ``to``."""
+    f = frm if isinstance(frm, int) else types[frm].frac
+    s = types[to].frac - f
+    assert s >= 0, (to, frm)
+    return s
+
+
+def quant_fields(q: QuantAttrs, in_frac: int) -> dict:
+    """Template fields of one requantization (shift, rounding mode, clamp)."""
+    return {"rq_shift": in_frac - q.out.frac, "rq_mode": q.rounding.cpp, "qmin": q.qmin, "qmax": q.qmax}
+
+
+def gate_tables(gates) -> tuple[np.ndarray, list[int]]:
+    """All gate tables concatenated, and each gate's offset."""
+    tables, offsets, pos = [], [], 0
+    for g in gates:
+        t = g.act.table(g.acc)
+        tables.append(t)
+        offsets.append(pos)
+        pos += t.size
+    return np.concatenate(tables), offsets
+
+
+def bias_codes(codes, frac: int | None, n: int, acc_frac: int) -> tuple[np.ndarray, int]:
+    """Bias codes and frac (zeros on the accumulator grid when there is none)."""
+    if codes is None:
+        return np.zeros(n, dtype=np.int64), acc_frac
+    return np.asarray(codes, dtype=np.int64), int(frac)
+
+
+def typedefs(A: cp.IntervalArith, names) -> str:
+    return "\n".join(f"    typedef {cint(A.types[n])} {n}_t;" for n in names)
+
+
+def add_weights_layer(hl, node, out: TensorType, x: TensorType, class_name: str, attrs: dict, arrays: dict,
+                      precisions: dict) -> None:
+    """One recurrent extension layer over a (steps, features) input, with its arrays."""
+    layer = {"class_name": class_name, "n_steps": x.shape[0], "n_in": x.shape[1], "n_out": out.size,
+             "out_shape": [out.shape[0], out.shape[1]] if len(out.shape) == 2 else [out.shape[0]], **attrs}
+    for k, v in arrays.items():
+        layer[f"{k}_data"] = np.asarray(v, dtype=np.float64).reshape(-1)
+    hl.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout=Layout.FLAT)
+
+
+def require_zero_states(states: list[np.ndarray], node, what: str) -> None:
+    if any(np.any(s) for s in states):
+        raise UnsupportedModelError(f"node '{node.name}': the HLS {what} starts from zero states; this model's are not zero")
+
+
+def sequence_extension(layer: str, prefix: str, weights: tuple[str, ...], flags: tuple[str, ...]) -> Extension:
+    """A recurrent cell over a whole (steps, features) sequence; ``body`` holds the rendered
+    per-cell types and constants."""
+    ints = ("n_steps", "n_in", "n_hidden", "n_out")
+    return Extension(
+        layer, "A quantized recurrent cell over a whole sequence, on integer codes.", "rnn", "nnet_tessera_rnn.h",
+        config_keys=ints + ("reverse", "return_sequences", *flags, "wkind", "body"), output_shape=out_shape_attr,
+        attributes=ints, flags=("reverse", "return_sequences", *flags), texts=("wkind", "body"),
+        weights=tuple(Weight(w, f"{w}{{index}}", w) for w in weights), prefix=prefix,
+        config_types=weight_types(weights))
+
+
+def frames_extension(layer: str, prefix: str, weights: tuple[str, ...], doc: str) -> Extension:
+    """A ConvLSTM over a frame sequence (channels-last frames); ``body`` holds its cells."""
+    ints = ("n_steps", "n_in", "n_hidden", "height", "width", "kernel", "steps_out")
+    return Extension(layer, doc, "rnn", "nnet_tessera_rnn.h", config_keys=ints + ("body",), output_shape=out_shape_attr,
+                     attributes=ints, texts=("body",), weights=tuple(Weight(w, f"{w}{{index}}", w) for w in weights),
+                     prefix=prefix, config_types=weight_types(weights))
+
+
+def recurrent_work(op: cp.CellOp, attrs, ins, out, *, states: int, mults: int, taps: int, steps: int,
+                   frames: int = 1) -> Work:
+    """LSTM / GRU / ConvLSTM kernels (hls_templates/rnn): the Hidden (x Pixels) loop is
+    pipelined with II = reuse; one iteration computes every gate of one unit (one pixel).
+    ``states`` arrays of hidden x frames codes per cell (h, c and the next h; h and the next h)."""
+    cells = op.cells(attrs)
+    mats = [w for cell in cells for w in cp.cell_matrices(cell)]
+    x = ins[0]
+    hidden = cells[0].hidden
+    w_bits = cp.stored_width(mats)
+    state = sum(states * hidden * frames * c.out.out.width for c in cells)
+    tables = sum((g.acc.qmax - g.acc.qmin + 1) * g.act.out.out.width for c in cells for g in c.gates)
+    return linear_work(ins, out, macs=op.macs(attrs, ins, out), weight_bits=op.weight_bits(attrs), mults=mults,
+                       taps=taps, steps=steps, kind=cp.codebook_kind(mats), w_bits=w_bits, state_bits=state + tables,
+                       acc_bits=bits(x) + w_bits + max(1, math.ceil(math.log2(taps))), lanes=len(cells[0].gates),
+                       lut_per_lane=bits(out))
+
+
+def check_table_inputs(quants, node: str) -> None:
+    for q in quants:
+        if q.out.width > 16:
+            raise UnsupportedModelError(f"node '{node}': a {q.out.width}-bit quantizer feeds a lookup table (max 16 bits)")
+
+
+def check_biases(what: str, gates, hidden: int, node: str) -> None:
+    """Every gate bias (``bias``, or GRU's ``bx`` / ``bh``) has one value per hidden unit."""
+    for g in gates:
+        for b in (getattr(g, k, None) for k in ("bias", "bx", "bh")):
+            if b is not None and np.shape(b) != (hidden,):
+                raise UnsupportedModelError(f"node '{node}': {what} gate bias of shape {np.shape(b)}, expected ({hidden},)")
+
+
+def check_dense_cell(what: str, attrs, x: TensorType, node: str) -> None:
+    """A (steps, features) input and (H, features) / (H, H) gate weights."""
+    if len(x.shape) != 2:
+        raise UnsupportedModelError(f"node '{node}': {what} input must be (steps, features), got {x.shape}")
+    for g in attrs.gates:
+        if g.wx.codes.shape != (attrs.hidden, x.shape[1]) or g.wh.codes.shape != (attrs.hidden, attrs.hidden):
+            raise UnsupportedModelError(f"node '{node}': {what} weight shapes do not match input {x.shape}")
+    check_biases(what, attrs.gates, attrs.hidden, node)
+
+
+__all__ = ["add_weights_layer", "bias_codes", "check_biases", "check_dense_cell", "check_table_inputs", "cint",
+           "codebook", "frames_extension", "gate_tables", "int_precision", "quant_fields", "recurrent_work",
+           "require_zero_states", "sequence_extension", "shift", "typedefs"]
