@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tessera.compiler.estimate import PARTS, choose_design, get_part
 from tessera.compiler.estimate.report import LABEL
-from tessera.compiler.frontend import compile_ir
+from tessera.compiler.api import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = [
@@ -82,7 +82,7 @@ def main() -> None:
         if not path.exists():
             print(f"skipping {m}: not found (train it with the benchmark that makes it)", flush=True)
             continue
-        graph = compile_ir(path)
+        graph = load_model(path)
         for part in args.parts:
             t0 = time.perf_counter()
             r = row(label(path), choose_design(graph, get_part(part), "auto", partition="auto"))

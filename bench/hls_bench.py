@@ -11,18 +11,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tessera.compiler.emit import layer_table, write_project
-from tessera.compiler.estimate.costs import node_weight_bits
-from tessera.compiler.frontend import compile_ir
-from tessera.compiler.lower.hls4ml_lower import HlsOptions
+from tessera.compiler import api
+from tessera.compiler.ops import OPS
 from tessera.compiler.sim.csim import CSim
-from tessera.compiler.verify import verify
 
 
 def weight_bits(graph) -> int:
-    """Bits of every weight and bias tensor as stored (see
-    :func:`tessera.compiler.estimate.costs.node_weight_bits`)."""
-    return int(sum(node_weight_bits(node) for node in graph.nodes))
+    """Bits of every weight and bias tensor as stored (each op's ``weight_bits`` facet)."""
+    return int(sum(OPS[node.op].weight_bits(node.attrs) for node in graph.nodes))
 
 
 def csim_peak_rss_mb(prj: Path, codes) -> float:
@@ -54,15 +50,15 @@ def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Pat
                     user_samples: int = 100, seed: int = 0, tb_samples: int = 64) -> dict:
     """Compile ``onnx_path`` into ``prj`` (``io`` = ``parallel`` | ``stream``), build the
     C-simulation from scratch and verify it.  Returns one JSON-ready row."""
-    graph = compile_ir(onnx_path)
+    graph = api.load_model(onnx_path)
     t0 = time.perf_counter()
-    write_project(graph, onnx_path, prj, HlsOptions(io_type=f"io_{io}"), force=True, tb_samples=tb_samples)
+    api.write(graph, onnx_path, prj, api.hls_options(graph, f"io_{io}"), force=True, tb_samples=tb_samples)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     CSim(prj).build(rebuild=True)
     build_s = time.perf_counter() - t0
-    rep = verify(onnx_path, prj, samples=samples, seed=seed, data=data, user_samples=user_samples)
-    rows = layer_table(graph)
+    rep = api.verify_project(onnx_path, prj, samples=samples, seed=seed, data=data, user_samples=user_samples)
+    rows = api.layer_table(graph)
     sec = rep.seconds
     return {
         "io_type": f"io_{io}", "compile_s": round(compile_s, 2), "csim_build_s": round(build_s, 2),

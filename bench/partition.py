@@ -64,11 +64,11 @@ def _peak_rss_mb() -> tuple[float, float]:
 
 def run_one(model: str, codes: str, grid: str, mode: str, workers: int, out: str) -> None:
     """One configuration in this (fresh) process; writes a JSON row to ``out``."""
-    from tessera.compiler.frontend import compile_ir
-    from tessera.compiler.partition.runtime import Partition, parse_grid
+    from tessera.compiler.api import load_model
+    from tessera.compiler.partition import Partition, parse_grid
     from tessera.compiler.reference.interpret import run_ir
 
-    g = compile_ir(model)
+    g = load_model(model)
     x = np.load(codes)
     row = {"grid": grid, "mode": mode, "workers": workers}
     t0 = time.perf_counter()
@@ -150,14 +150,14 @@ def main(argv=None) -> int:
         model, codes, grid, mode, workers, out = a.one
         run_one(model, codes, grid, mode, int(workers), out)
         return 0
-    from tessera.compiler.frontend import compile_ir
+    from tessera.compiler.api import load_model
     from tessera.compiler.samples import sample_codes
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model = export(a.size, a.width, tmp / "cosmoflow.onnx")
-        g = compile_ir(model)
+        g = load_model(model)
         np.save(tmp / "x.npy", sample_codes(g.values[g.input], 1, seed=0))
         configs = [("none", "-")] + [(gr, m) for m in a.modes.split(",") for gr in a.grids.split(",")]
         ref = None

@@ -31,10 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from hls_bench import common_cells, csim_peak_rss_mb, measure_project, plot_speed
-from tessera.compiler.frontend import compile_ir
-from tessera.compiler.reference.emit import OrtReference, emit_reference
+from tessera.compiler import api
+from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
-from tessera.compiler.sim.csim import CSim
 
 ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = ("fp", "binary", "ternary", "quaternary")
@@ -83,16 +82,14 @@ def brevitas_from_embedded(model, x: np.ndarray) -> np.ndarray:
 
 def bench_one(cell, weights, io, work, steps, samples, max_real) -> dict:
     model, onnx_path, real, labels, ids = prepare(cell, weights, work, steps, max_real)
-    graph = compile_ir(onnx_path)
+    graph = api.load_model(onnx_path)
     prj = work / f"{cell}_{weights}_hls" / f"prj_{io}"
     row = {"cell": cell, "weights": weights, "steps": steps,
            **measure_project(onnx_path, prj, io, samples, data=real, user_samples=0)}
     # the exact reference against brevitas on the same sequences (random + real)
-    from tessera.compiler.verify import load_inputs
-
-    sim = CSim(prj)
-    codes = np.concatenate([sample_codes(graph.values[graph.input], samples, seed=0), load_inputs(real, sim.manifest)])
-    ref = OrtReference(emit_reference(graph)).run(codes)
+    sim = api.simulation(prj)
+    codes = np.concatenate([sample_codes(graph.values[graph.input], samples, seed=0), api.input_codes(prj, real)])
+    ref = OrtReference(reference_model(graph)).run(codes)
     fin, fout = graph.values[graph.input].ftype.frac, graph.values[graph.output].ftype.frac
     brev = brevitas_from_embedded(model, np.ldexp(codes.astype(np.float64), -fin))
     differ = int(np.sum(np.ldexp(ref.astype(np.float64), -fout) != brev))
@@ -117,7 +114,6 @@ def bench_convlstm(weights, io, work, samples, max_real) -> dict:
     10 predicted frames (encoder, forecaster, 1x1 read-out)."""
     import torch
 
-    from tessera.compiler.verify import load_inputs
     from tessera.models.data.moving_digits import load_moving_digits
     from tessera.models.rnn.export import export_forecaster
     from tessera.models.rnn.networks import space_to_depth
@@ -140,13 +136,12 @@ def bench_convlstm(weights, io, work, samples, max_real) -> dict:
     frames = torch.from_numpy(data.test[:max_real, :cfg["in_frames"]]).float().div_(255.0).unsqueeze(2)
     real = hdir / "test_patches.npy"
     np.save(real, space_to_depth(frames, model.patch).numpy())
-    graph = compile_ir(onnx_path)
+    graph = api.load_model(onnx_path)
     prj = hdir / f"prj_{io}"
     row = {"cell": "convlstm", "weights": weights, "steps": f"{cfg['in_frames']}+{cfg['n_frames'] - cfg['in_frames']}",
            **measure_project(onnx_path, prj, io, samples, data=real, user_samples=0, tb_samples=8)}
-    sim = CSim(prj)
-    codes = load_inputs(real, sim.manifest)
-    ref = OrtReference(emit_reference(graph)).run(codes)
+    codes = api.input_codes(prj, real)
+    ref = OrtReference(reference_model(graph)).run(codes)
     with torch.no_grad():
         brev = space_to_depth(model(frames), model.patch).numpy().astype(np.float64)
     differ = int(np.sum(np.ldexp(ref.astype(np.float64), -graph.values[graph.output].ftype.frac) != brev))

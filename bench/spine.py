@@ -20,13 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tessera.compiler.emit import layer_table, write_project
-from tessera.compiler.frontend import compile_ir
-from tessera.compiler.lower.hls4ml_lower import HlsOptions
-from tessera.compiler.reference.emit import OrtReference, emit_reference
+from tessera.compiler import api
+from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
-from tessera.compiler.sim.csim import CSim
-from tessera.compiler.verify import load_inputs, verify
 from tessera.models.train import train_model
 from tessera.models.zoo import ZOO
 
@@ -41,12 +37,12 @@ def bench_one(name: str, io: str, work: Path, samples: int, throughput_n: int) -
     if not onnx_path.exists():
         train_model(name, mdir, progress=False)
     metrics = json.loads((mdir / "metrics.json").read_text())
-    graph = compile_ir(onnx_path)
+    graph = api.load_model(onnx_path)
     prj = work / f"{name}_{io}"
     t0 = time.perf_counter()
-    write_project(graph, onnx_path, prj, HlsOptions(io_type=f"io_{io}"), force=True)
+    api.write(graph, onnx_path, prj, api.hls_options(graph, f"io_{io}"), force=True)
     compile_s = time.perf_counter() - t0
-    sim = CSim(prj)
+    sim = api.simulation(prj)
     t0 = time.perf_counter()
     sim.build(rebuild=True)
     build_s = time.perf_counter() - t0
@@ -55,19 +51,19 @@ def bench_one(name: str, io: str, work: Path, samples: int, throughput_n: int) -
     t0 = time.perf_counter()
     got = sim.run_codes(codes)
     csim_s = time.perf_counter() - t0
-    ref_model = OrtReference(emit_reference(graph))
+    ref_model = OrtReference(reference_model(graph))
     ref_model.run(codes[:8])  # warm-up
     t0 = time.perf_counter()
     ref = ref_model.run(codes)
     ort_s = time.perf_counter() - t0
     assert np.array_equal(got, ref), "throughput run disagrees"
 
-    rep = verify(onnx_path, prj, samples=samples, data=mdir / "test_inputs.npy", user_samples=100)
-    x_test = load_inputs(mdir / "test_inputs.npy", sim.manifest)
+    rep = api.verify_project(onnx_path, prj, samples=samples, data=mdir / "test_inputs.npy", user_samples=100)
+    x_test = api.input_codes(prj, mdir / "test_inputs.npy")
     y = sim.run_codes(x_test)
     labels = np.load(mdir / "test_labels.npy")
     csim_acc = float(np.mean(np.argmax(y.reshape(len(y), -1), axis=1) == labels))
-    rows = layer_table(graph)
+    rows = api.layer_table(graph)
     return {
         "model": name, "io_type": f"io_{io}", "dataset": ZOO[name].dataset,
         "compile_s": round(compile_s, 2), "csim_build_s": round(build_s, 2),

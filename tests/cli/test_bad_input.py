@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 
 
 def run(*args, env=None):
@@ -100,7 +100,7 @@ def test_missing_gxx(tmp_path, make_qonnx_mlp):
     for tool in ("bash", "python3"):
         os.symlink(subprocess.check_output(["which", tool], text=True).strip(), bindir / tool)
     env = {"PATH": str(bindir)}
-    res = subprocess.run([sys.executable, "-m", "tessera.compiler", "emulate", str(tmp_path / "prj"), "--input",
+    res = subprocess.run([sys.executable, "-m", "tessera.cli", "emulate", str(tmp_path / "prj"), "--input",
                           str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy")], capture_output=True, text=True,
                          env={**os.environ, **env})
     assert res.returncode == 5, res.stderr
@@ -128,13 +128,13 @@ def test_verify_refuses_other_model(tmp_path, make_qonnx_mlp):
 
 def test_error_text_with_markup_brackets_is_printed_verbatim():
     """Messages are printed as text: '[/x]' in an error (e.g. a gloo address) is not markup."""
-    from tessera.compiler import cli
+    from tessera.cli.app import handle_errors
     from tessera.compiler.errors import DataError
 
     def boom(*a, **k):
         raise DataError("could not reach [/tmp/store] at [::1]:29500 [bold]")
 
-    wrapped = cli._handle_errors(boom)
+    wrapped = handle_errors(boom)
     import click
 
     @click.command()

@@ -9,7 +9,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 from tessera.models.train import export_model
 
 pytestmark = pytest.mark.csim

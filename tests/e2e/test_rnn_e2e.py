@@ -12,7 +12,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 from tessera.compiler.frontend import compile_ir
 from tessera.compiler.ops.quant import quantize_float
 from tessera.compiler.reference.interpret import run_ir

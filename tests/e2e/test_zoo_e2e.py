@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 from tessera.models.train import train_model
 
 pytestmark = [pytest.mark.csim, pytest.mark.slow]

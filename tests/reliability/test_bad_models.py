@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 
 
 def run(*args):

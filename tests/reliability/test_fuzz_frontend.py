@@ -25,7 +25,7 @@ from onnx import numpy_helper
 
 from tessera.compiler.errors import TesseraError
 from tessera.compiler.frontend import compile_ir
-from tessera.compiler.reference.emit import OrtReference, emit_reference
+from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
 
@@ -122,7 +122,7 @@ def _fuzz(seeds, rng, n_cases, n_samples, tmp_path) -> dict:
             try:
                 try:
                     g = compile_ir(path)
-                    reference = OrtReference(emit_reference(g))
+                    reference = OrtReference(reference_model(g))
                 except TesseraError as exc:
                     msg = str(exc)
                     assert msg and "\n" not in msg, (what, msg)
@@ -153,7 +153,7 @@ def _csim_verify(cases, n_csim, tmp_path) -> dict:
     compiled mutants: each verifies with 0 mismatches, or compile refuses in one line."""
     from click.testing import CliRunner
 
-    from tessera.compiler.cli import main
+    from tessera.cli import main
 
     out = {"verified": 0, "refused_by_compile": 0, "mismatches": 0, "cases": []}
     for i, (path, what) in enumerate(cases[:n_csim]):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main
+from tessera.cli import main
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ def _start(model: Path, out: Path) -> subprocess.Popen:
     # many testbench samples: the write phase lasts long enough to be hit at several moments
     # SIGINT at its default: a test runner started in the background inherits it ignored, and
     # Python then never raises KeyboardInterrupt (what Ctrl-C in a terminal does)
-    return subprocess.Popen([sys.executable, "-m", "tessera.compiler", "compile", str(model), "-o", str(out),
+    return subprocess.Popen([sys.executable, "-m", "tessera.cli", "compile", str(model), "-o", str(out),
                              "--tb-samples", "20000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
@@ -100,7 +100,7 @@ def test_ctrl_c_cleans_up(tmp_path, make_qonnx_mlp):
 
 def test_live_compiles_temporary_folder_is_left_alone(tmp_path):
     """Stale-folder clean-up only touches folders of processes that are gone."""
-    from tessera.compiler.emit import remove_stale_tmp
+    from tessera.compiler.writer import remove_stale_tmp
 
     out = tmp_path / "prj"
     live = tmp_path / f".prj.tessera-tmp-{os.getpid()}"

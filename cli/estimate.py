@@ -3,50 +3,17 @@ estimated resources, II, latency and roofline share."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import click
 
-
-def _handled(fn):
-    """The main command's error handling (imported on call: ``compiler.cli`` registers this
-    command, so importing it here at load time would be circular)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from ..cli import _handle_errors
-
-        return _handle_errors(fn)(*args, **kwargs)
-
-    return wrapper
+from ..compiler import api
+from ..compiler.estimate import choose_design, get_part, sweep_reuse
+from ..compiler.estimate.report import layer_table, plot, summary_lines, write_json
+from .app import console, handle_errors, main, out
 
 
-def parse_reuse(ctx, param, value):
-    """``--reuse`` of ``tessera compile``: a reuse factor >= 1, or ``auto``."""
-    if str(value).strip().lower() == "auto":
-        return "auto"
-    try:
-        r = int(value)
-    except (TypeError, ValueError):
-        raise click.BadParameter(f"'{value}' is neither a positive integer nor 'auto'") from None
-    if r < 1:
-        raise click.BadParameter(f"{r} is not >= 1")
-    return r
-
-
-def auto_reuse(graph, opts):
-    """``opts`` with the chooser's per-layer reuse factors for its part, io type and clock
-    (the unpartitioned design; see docs/estimate.md)."""
-    import dataclasses
-
-    from .chooser import choose_reuse
-
-    return dataclasses.replace(opts, reuse=1, layer_reuse=choose_reuse(graph, opts.part, opts.io_type,
-                                                                       clock_ns=opts.clock_period))
-
-
-@click.command("estimate")
+@main.command("estimate")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--part", default="xcu250", show_default=True, help="xcu250 (Alveo U250), vu9p, zu9eg or their full part names.")
 @click.option("--partition", default="auto", show_default=True,
@@ -61,23 +28,17 @@ def auto_reuse(graph, opts):
               help="Largest fraction of each resource a design may use to count as fitting.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the estimate as JSON here.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Write the plot (PNG) here.")
-@_handled
+@handle_errors
 def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilization, json_path, plot_path):
     """Estimate MODEL on an FPGA part: per-layer reuse factors and block grid chosen to fit
     and maximize throughput (labelled estimates, see docs/estimate.md)."""
-    from ..cli import console, out
-    from ..frontend import compile_ir
-    from .chooser import choose_design, sweep_reuse
-    from .parts import get_part
-    from .report import layer_table, plot, summary_lines, write_json
-
     if not 0 < utilization <= 1:
         raise click.BadParameter("must be in (0, 1]", param_hint="--utilization")
     if clock_ns <= 0:
         raise click.BadParameter("must be > 0", param_hint="--clock")
     p = get_part(part)
     with console.status("reading and typing the model"):
-        graph = compile_ir(model)
+        graph = api.load_model(model)
     io = io_type if io_type == "auto" else f"io_{io_type}"
     with console.status(f"choosing reuse factors{' and block grid' if partition != 'none' else ''} for {p.key}"):
         design = choose_design(graph, p, io, strategy, partition, clock_ns, utilization)

@@ -1,29 +1,18 @@
 """``tessera calibrate`` and ``tessera plan train``: the training performance model's
-commands (:mod:`tessera.training.perfmodel`, docs/perfmodel.md)."""
+commands (:mod:`tessera.training.perfmodel`, docs/perfmodel.md).  torch is imported by the
+commands, so that the compiler's commands start without it."""
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
 import click
 
-
-def _handled(fn):
-    """The main command's error handling (imported on call: ``compiler.cli`` registers these
-    commands, so importing it at load time would be circular)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from ..compiler.cli import _handle_errors
-
-        return _handle_errors(fn)(*args, **kwargs)
-
-    return wrapper
+from .app import console, handle_errors, main, out, parse_bytes
 
 
-@click.command("calibrate")
+@main.command("calibrate")
 @click.option("--model", default="cosmoflow", show_default=True, type=click.Choice(["cosmoflow", "cosmoflow-mlperf"]),
               help="Model whose layer shapes are measured.")
 @click.option("--width", type=float, help="Channel width multiplier (default: the trainer's).")
@@ -32,13 +21,13 @@ def _handled(fn):
 @click.option("--quick", is_flag=True, help="A few seconds: small sizes, one thread count, 2 processes (tests).")
 @click.option("-o", "--out", "out_path", type=click.Path(path_type=Path),
               help="Calibration JSON (default: <cache>/perfmodel/calibration.json).")
-@_handled
+@handle_errors
 def calibrate_cmd(model, width, size, ranks, quick, out_path):
     """Measure this machine for the training performance model: forward + backward of every
     layer shape, an Adam step, the sample reader, gloo point-to-point / all-reduce /
     all-gather latency and bandwidth."""
-    from ..compiler.cli import console, out
-    from .perfmodel import calibrate, default_calibration_path
+    from ..training.calibrate import calibrate
+    from ..training.perfmodel import default_calibration_path
 
     try:
         counts = sorted({int(r) for r in ranks.split(",")})
@@ -54,7 +43,7 @@ def calibrate_cmd(model, width, size, ranks, quick, out_path):
               f"({s['compute']:.0f} s layers, {s['io']:.0f} s reader, {s['comm']:.0f} s communication) -> {path}")
 
 
-@click.group("plan")
+@main.group("plan")
 def plan_group():
     """Plan a run with the performance models."""
 
@@ -70,15 +59,14 @@ def plan_group():
 @click.option("--calibration", "cal_path", type=click.Path(path_type=Path),
               help="Calibration JSON (default: <cache>/perfmodel/calibration.json).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write every prediction as JSON here.")
-@_handled
+@handle_errors
 def plan_train(model, ranks, mem, batch, size, width, threads, cal_path, json_path):
     """Choose the data x spatial decomposition of MODEL over RANKS processes: predicted step
     time and memory per rank of every candidate; the fastest that fits --mem."""
     from rich.table import Table
 
-    from ..compiler.cli import out, parse_bytes
     from ..models.train3d import DEFAULTS
-    from .perfmodel import Calibration, _fmt_bytes, choose, default_calibration_path, model_spec
+    from ..training.perfmodel import Calibration, choose, default_calibration_path, format_bytes, model_spec
 
     if ranks < 1:
         raise click.BadParameter("must be >= 1", param_hint="--ranks")
@@ -93,13 +81,13 @@ def plan_train(model, ranks, mem, batch, size, width, threads, cal_path, json_pa
         table.add_column(col, justify="left" if col in ("data x grid", "fits", "") else "right")
     for p in sorted(plan.predictions, key=lambda p: p.step_s):
         table.add_row(p.label, str(p.threads), f"{p.step_s:.3f}", f"{p.compute_s * p.oversubscription:.3f}",
-                      f"{p.comm_s:.3f}", f"{p.io_s * p.oversubscription:.3f}", _fmt_bytes(p.mem_bytes),
+                      f"{p.comm_s:.3f}", f"{p.io_s * p.oversubscription:.3f}", format_bytes(p.mem_bytes),
                       "yes" if plan.feasible(p) else "no", "<- chosen" if p is plan.chosen else "")
     out.print(table)
     c = plan.chosen
     over = f", compute shared {c.oversubscription:g}x (ranks x threads > cores)" if c.oversubscription > 1 else ""
     out.print(f"chosen: --data-parallel {c.data} --spatial {c.grid} (torchrun --nproc-per-node {ranks}): "
-              f"predicted {c.step_s:.3f} s/step, {_fmt_bytes(c.mem_bytes)} per rank{over}")
+              f"predicted {c.step_s:.3f} s/step, {format_bytes(c.mem_bytes)} per rank{over}")
     if json_path:
         Path(json_path).write_text(json.dumps({
             "model": model, "size": spec.size, "width": spec.width, "batch": batch, "ranks": ranks,
