@@ -71,7 +71,7 @@ def _launch(out: Path, data_dir: Path, data: int, spatial: str, batch: int, a, s
 
 def _per_universe(m: dict, per: int) -> float:
     """MSE of the mean prediction over each universe's crops."""
-    from tessera.training.trainer import read_sample_target_path
+    from tessera.training.samples import read_sample_target_path
 
     idx = np.asarray(m["val_indices"])
     pred = np.asarray(m["val_predictions"])
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
 
     from tessera.models.data.cache import cache_dir
     from tessera.models.data.cosmology import CosmologyConfig, generate_cosmology
-    from tessera.training.trainer import write_crops
+    from tessera.training.samples import write_crops
 
     full = generate_cosmology(None, CosmologyConfig(n_samples=a.n_samples, size=64, seed=a.data_seed))
     per = (64 // a.crop) ** 3

@@ -16,24 +16,19 @@ Every file is written atomically (temporary file in ``out_dir`` + rename).
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import platform
-import random
-import tempfile
 import time
 import warnings
-from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
 
 from .data import load_dataset
+from .runs import atomic_path, deterministic, progress_bar, save_json, save_npy, versions
 from .zoo import ModelSpec, build_model, get_spec
 
 ONNX_INPUT_NAME = "input"
@@ -76,47 +71,6 @@ class TrainResult:
 # ---------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary sibling of ``path`` (same suffix); on success flush it to disk
-    (``fsync``), rename it to ``path`` and flush the folder entry, so ``path`` is always either
-    the old file or the whole new one, also after a kill or a crash."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        os.chmod(tmp_path, 0o644)  # mkstemp creates 0600
-        with open(tmp_path, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp_path, path)
-        try:
-            dfd = os.open(path.parent, os.O_RDONLY)
-        except OSError:  # a folder that cannot be opened (some platforms): the rename stands
-            dfd = None
-        if dfd is not None:
-            try:
-                os.fsync(dfd)
-            except OSError:
-                pass
-            finally:
-                os.close(dfd)
-    finally:
-        tmp_path.unlink(missing_ok=True)
-
-
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    with _atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.save(fh, array)
-
-
-def _save_json(path: Path, obj) -> None:
-    with _atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2) + "\n")
-
-
 # ---------------------------------------------------------------------------------------
 # Export
 # ---------------------------------------------------------------------------------------
@@ -147,7 +101,7 @@ def export_model(model: nn.Module, example_input: torch.Tensor, path: str | Path
     model.eval()
     model.cpu()
     try:
-        with _atomic_path(path) as tmp, torch.no_grad():
+        with atomic_path(path) as tmp, torch.no_grad():
             export_qonnx(
                 model, example_input.detach().cpu().float(), str(tmp), dynamo=False,
                 input_names=[ONNX_INPUT_NAME], output_names=[ONNX_OUTPUT_NAME],
@@ -161,25 +115,6 @@ def export_model(model: nn.Module, example_input: torch.Tensor, path: str | Path
 # ---------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------
-
-
-@contextmanager
-def _deterministic(seed: int) -> Iterator[None]:
-    """Seed python / numpy / torch and force deterministic kernels; restore flags after."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    prev_alg = torch.are_deterministic_algorithms_enabled()
-    prev_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-    prev_cudnn = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(prev_alg, warn_only=prev_warn)
-        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = prev_cudnn
 
 
 def optimizer_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer,
@@ -237,39 +172,6 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     return correct / max(len(x), 1)
 
 
-def _progress(enabled: bool):
-    if not enabled:
-        return nullcontext(None)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-
-
-def _versions() -> dict[str, str]:
-    import brevitas
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "brevitas": brevitas.__version__,
-        "numpy": np.__version__,
-    }
-
-
 def train_model(
     name: str,
     out_dir: Path,
@@ -310,7 +212,7 @@ def train_model(
     if tuple(x_train.shape[1:]) != spec.input_shape:
         raise ValueError(f"{name}: data shape {x_train.shape[1:]} != {spec.input_shape}")
 
-    with _deterministic(seed):
+    with deterministic(seed):
         model = build_model(name).to(dev)
         xt, yt = torch.from_numpy(x_train).to(dev), torch.from_numpy(y_train).to(dev)
         xv, yv = torch.from_numpy(x_test).to(dev), torch.from_numpy(y_test).to(dev)
@@ -323,7 +225,7 @@ def train_model(
         train_losses: list[float] = []
         test_accs: list[float] = []
         t_train = time.perf_counter()
-        with _progress(progress) as bar:
+        with progress_bar(progress) as bar:
             task = None
             if bar is not None:
                 task = bar.add_task(name, total=epochs * steps_per_epoch, status="")
@@ -354,10 +256,10 @@ def train_model(
     }
     export_model(model, torch.from_numpy(x_test[:1]), paths["onnx_path"])
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    with _atomic_path(paths["checkpoint_path"]) as tmp:
+    with atomic_path(paths["checkpoint_path"]) as tmp:
         torch.save(state, tmp)
-    _save_npy(paths["test_inputs_path"], x_test)
-    _save_npy(paths["test_labels_path"], np.asarray(y_test, dtype=np.int64))
+    save_npy(paths["test_inputs_path"], x_test)
+    save_npy(paths["test_labels_path"], np.asarray(y_test, dtype=np.int64))
     total_seconds = time.perf_counter() - t_start
 
     metrics = {
@@ -378,9 +280,9 @@ def train_model(
         "final_test_accuracy": final_acc,
         "train_seconds": round(train_seconds, 3),
         "seconds": round(total_seconds, 3),
-        "versions": _versions(),
+        "versions": versions(),
     }
-    _save_json(paths["metrics_path"], metrics)
+    save_json(paths["metrics_path"], metrics)
     return TrainResult(
         name=name,
         out_dir=out_dir,

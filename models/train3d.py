@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -33,7 +32,8 @@ import torch
 from torch import nn
 
 from .cnn3d import build_cnn3d, count_macs, count_params, fold_batchnorm
-from .train import _atomic_path, _deterministic, _save_json, _save_npy, _versions, export_model, optimizer_step
+from .runs import atomic_path, deterministic, plot_learning_curve, progress_bar, save_json, save_npy, versions
+from .train import export_model, optimizer_step
 
 __all__ = ["DEFAULTS", "Train3DResult", "dice_per_class", "export_cnn3d", "load_folded", "refold_export", "train_cnn3d",
            "main"]
@@ -122,8 +122,7 @@ def export_cnn3d(model: nn.Module, example_input: torch.Tensor, path: str | Path
     import onnx
     from onnx import numpy_helper
 
-    from .train import _atomic_path as atomic
-
+    
     path = export_model(model, example_input, path)
     m = onnx.load(str(path))
     g = m.graph
@@ -134,7 +133,7 @@ def export_cnn3d(model: nn.Module, example_input: torch.Tensor, path: str | Path
             g.initializer.append(numpy_helper.from_array(
                 numpy_helper.to_array(inits[n.input[0]]), n.output[0]))
             g.node.remove(n)
-        with atomic(Path(path)) as tmp:
+        with atomic_path(Path(path)) as tmp:
             onnx.save(m, str(tmp))
     return Path(path)
 
@@ -150,43 +149,6 @@ def load_folded(checkpoint: str | Path) -> nn.Module:
                       in_channels=c["in_channels"], n_out=c["n_out"], **c.get("options", {}))
     net.load_state_dict(ck["model"])
     return fold_batchnorm(net.eval())
-
-
-def _progress(enabled: bool):
-    if not enabled:
-        return nullcontext(None)
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
-                    TimeRemainingColumn())
-
-
-def _plot(path: Path, title: str, losses: list[float], vals: list[float], val_label: str,
-          baseline: float | None) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3.4))
-    ep = np.arange(1, len(losses) + 1)
-    ax[0].plot(ep, losses, marker="o")
-    ax[0].set_xlabel("epoch")
-    ax[0].set_ylabel("train loss")
-    ax[0].set_yscale("log")
-    ax[1].plot(ep, vals, marker="o", label="model")
-    if baseline is not None:
-        ax[1].axhline(baseline, color="grey", ls="--", label="train-mean predictor")
-        ax[1].legend()
-    ax[1].set_xlabel("epoch")
-    ax[1].set_ylabel(val_label)
-    fig.suptitle(title)
-    fig.tight_layout()
-    with _atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
 
 
 def _load_data(model: str, size: int, n_samples: int, data_seed: int, progress: bool,
@@ -283,7 +245,7 @@ def train_cnn3d(
         if kind == "regression":
             mean = y_tr.mean(axis=0, keepdims=True)
             baseline = float(((y_va - mean) ** 2).mean())
-        with _deterministic(seed):
+        with deterministic(seed):
             net = build_cnn3d(model, width=width, input_size=size, in_channels=in_ch,
                               n_out=n_out, **options).to(dev)
             n_params = count_params(net)
@@ -300,7 +262,7 @@ def train_cnn3d(
                 nn.functional.cross_entropy
             train_losses, val_hist, val_metric = [], [], []
             t_train = time.perf_counter()
-            with _progress(progress) as bar:
+            with progress_bar(progress) as bar:
                 task = bar.add_task(model, total=epochs * steps, status="") if bar else None
                 for epoch in range(epochs):
                     if kind == "segmentation":
@@ -335,7 +297,7 @@ def train_cnn3d(
                              "config": {"model": model, "width": width, "size": size,
                                         "in_channels": in_ch, "n_out": n_out,
                                         "options": options}}
-                    with _atomic_path(out_dir / "checkpoint.pt") as tmp:
+                    with atomic_path(out_dir / "checkpoint.pt") as tmp:
                         torch.save(state, tmp)
                     if bar:
                         bar.update(task, description=f"{model} [{epoch + 1}/{epochs}]",
@@ -360,11 +322,11 @@ def train_cnn3d(
         "test_targets_path": out_dir / "test_targets.npy",
     }
     export_cnn3d(exported, torch.from_numpy(np.ascontiguousarray(x_va[:1])), paths["onnx_path"])
-    _save_npy(paths["test_inputs_path"],
+    save_npy(paths["test_inputs_path"],
               np.ascontiguousarray(x_va[:n_test_inputs], dtype=np.float32))
-    _save_npy(paths["test_targets_path"], np.ascontiguousarray(y_va[:n_test_inputs]))
+    save_npy(paths["test_targets_path"], np.ascontiguousarray(y_va[:n_test_inputs]))
     metric = final["val_mse"] if kind == "regression" else final["val_dice_mean"]
-    _plot(paths["plot_path"], f"{model} (width {width:g}, {size}^3)", train_losses,
+    plot_learning_curve(paths["plot_path"], f"{model} (width {width:g}, {size}^3)", train_losses,
           val_metric, "validation MSE" if kind == "regression" else "validation mean Dice",
           baseline)
     total_seconds = time.perf_counter() - t_start
@@ -381,11 +343,11 @@ def train_cnn3d(
         "final_unfolded": final_unfolded, "final_exported": final,
         "metric": metric,
         "train_seconds": round(train_seconds, 3), "seconds": round(total_seconds, 3),
-        "versions": _versions(),
+        "versions": versions(),
     }
     if kind == "regression":
         metrics["mse_reduction_vs_mean"] = 1.0 - metric / baseline
-    _save_json(paths["metrics_path"], metrics)
+    save_json(paths["metrics_path"], metrics)
     return Train3DResult(
         model=model, out_dir=out_dir, metric=metric,
         baseline=float("nan") if baseline is None else baseline, metrics=metrics,
@@ -419,7 +381,7 @@ def refold_export(out_dir: str | Path, progress: bool = False) -> dict:
     if kind == "regression":
         metrics["mse_reduction_vs_mean"] = 1.0 - metrics["metric"] / metrics["baseline_val_mse_train_mean"]
     metrics["exported_by"] = "refold_export (BatchNorm folded again from checkpoint.pt)"
-    _save_json(out_dir / "metrics.json", metrics)
+    save_json(out_dir / "metrics.json", metrics)
     return metrics
 
 

@@ -2,7 +2,7 @@
 
 Paper 1's I/O for spatially parallel training: a sample file is never read whole by any
 rank; rank ``s`` of a spatial group reads the block ``s`` of the volume (the blocks of
-:func:`tessera.compiler.partition.plan.grid_blocks`), optionally widened by a halo, with an
+:func:`tessera.compiler.partition.regions.grid_blocks`), optionally widened by a halo, with an
 HDF5 hyperslab selection (h5py), and the data-parallel replicas read disjoint samples.
 
 :class:`ShardReader` opens each file through a byte-counting file object (h5py's

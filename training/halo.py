@@ -1,7 +1,7 @@
 """The collectives of spatial parallelism, as autograd Functions over ``torch.distributed``.
 
 A 5D activation ``(N, C, D, H, W)`` of global spatial extent ``E`` is split over the ranks
-of a spatial group into the blocks of :func:`tessera.compiler.partition.plan.grid_blocks`
+of a spatial group into the blocks of :func:`tessera.compiler.partition.regions.grid_blocks`
 (``n * i // k``: sizes differ by at most one, any extent).  Everything here moves boxes of
 those blocks between ranks with point-to-point ``isend``/``irecv`` batched by
 :func:`torch.distributed.batch_isend_irecv`:
@@ -43,8 +43,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ..compiler.partition.plan import grid_blocks
-from ..compiler.partition.regions import Span
+from ..compiler.partition.regions import Span, grid_blocks
 
 __all__ = [
     "Exchange",

@@ -176,3 +176,27 @@ def _with_timeout(group, timeout):
         if dist.get_rank() in ranks:
             result = ranks_of[ranks]
     return result
+
+
+def init_restartable(backend: str | None, timeout_s: float | None = None) -> None:
+    """Under ``torchrun --max-restarts``: join the process group through a store prefixed by
+    the attempt (``TORCHELASTIC_RESTART_COUNT``).
+
+    torchrun's static rendezvous (``--master-port``) keeps one TCPStore, hosted by the agent,
+    for all attempts, and ``env://`` adds no attempt prefix (torch 2.13,
+    ``distributed/rendezvous.py``: "We create a new TCPStore for every retry"), so a restarted
+    rank can read the dead attempt's gloo addresses and fail to connect ("Connection refused",
+    seen in about half the restarts here; pytorch/pytorch#135712 is the same with the c10d
+    rendezvous).  Without torchrun's agent store this does nothing (``init_mesh`` uses
+    ``env://``)."""
+    if dist.is_initialized() or os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
+        return
+    use_cuda = backend == "nccl" or (backend is None and torch.cuda.is_available())
+    if use_cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    dist.init_process_group(backend=backend or ("nccl" if use_cuda else "gloo"),
+                            store=dist.PrefixStore(f"tessera/attempt_{attempt}", store), rank=rank, world_size=world,
+                            timeout=None if timeout_s is None else datetime.timedelta(seconds=float(timeout_s)))

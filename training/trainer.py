@@ -18,22 +18,17 @@ position within the epoch and the activation quantizers' statistics state); with
 the uninterrupted run's per-step losses (``metrics.json`` ``step_loss``) exactly on CPU with a
 fixed thread count (tests/training/test_reliability.py).
 
-Fault injection, for the reliability tests only: ``TESSERA_FAULT_INJECT=KIND:step=K[:rank=R]
-[:attempt=A]`` makes rank ``R`` (default 0), on torchrun attempt ``A`` (default 0,
-``TORCHELASTIC_RESTART_COUNT``), during the run's ``K``-th optimizer step: ``exit`` -- exit at
-once (``os._exit``, code 86) between forward and backward; ``hang`` -- stay alive there and
-never answer again; ``checkpoint`` -- write half of the checkpoint after step ``K`` to its temporary file and ``SIGKILL`` itself
-before the rename.  Unset, nothing is read or done.
+:data:`HOOKS` lets a caller observe the run's steps and checkpoint writes (the reliability
+tests inject faults there, tests/training/faults.py); by default nothing is called.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -41,14 +36,14 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..models.cnn3d import build_cnn3d, count_params
-from ..models.train import _atomic_path, _save_json, _save_npy, _versions
-from ..models.train3d import DEFAULTS, _plot, _progress, export_cnn3d, load_folded
-from ..models.data.cosmology import TARGET_KEY
-from .data import SampleError, ShardReader, sample_error
-from .mesh import PEER_FAILURE_WORDS, Mesh, MeshError, RankFailure, SpatialGrid, init_mesh
+from ..models.runs import plot_learning_curve, progress_bar, save_json, save_npy, versions
+from ..models.train3d import DEFAULTS, export_cnn3d, load_folded
+from .checkpoint import quant_stats, restore_quant_stats, write_checkpoint
+from .mesh import PEER_FAILURE_WORDS, Mesh, MeshError, RankFailure, SpatialGrid, init_mesh, init_restartable
+from .samples import BrainData, CosmoData, Samples, augment_index, folder_manifest, read_sample_target
 from .spatial import SpatialModel, shard_batch
 
-__all__ = ["DistTrainConfig", "DistTrainResult", "augment_index", "train_distributed", "write_crops"]
+__all__ = ["HOOKS", "DistTrainConfig", "DistTrainResult", "Hooks", "augment_index", "train_distributed"]
 
 MODELS = ("cosmoflow", "cosmoflow-mlperf", "unet3d")
 
@@ -99,142 +94,6 @@ class DistTrainResult:
     metrics: dict = field(default_factory=dict)
 
 
-# --- data -------------------------------------------------------------------------------
-
-
-def augment_index(size: int, rng: np.random.Generator, shifts: bool = True
-                  ) -> tuple[tuple[int, ...], tuple[bool, ...], tuple[int, ...]]:
-    """One exact box symmetry (axis permutation, flips, periodic shifts if ``shifts``), as
-    :func:`tessera.models.data.cosmology.augment` draws it."""
-    perm = tuple(int(p) for p in rng.permutation(3))
-    flips = tuple(bool(rng.random() < 0.5) for _ in range(3))
-    shift = tuple(int(s) for s in rng.integers(0, size, size=3))
-    return perm, flips, shift if shifts else (0, 0, 0)
-
-
-def _source_indices(block: tuple[tuple[int, int], ...], size: int, sym) -> list[np.ndarray]:
-    """For output axis j of the augmented volume: the source index (on original axis
-    ``perm[j]``) of every output row of this rank's block."""
-    perm, flips, shifts = sym
-    out = []
-    for j, (a, b) in enumerate(block):
-        t = (np.arange(a, b) - shifts[j]) % size
-        out.append(size - 1 - t if flips[j] else t)
-    return out
-
-
-class _Samples:
-    """This rank's view of the CosmoFlow files: its hyperslab of any sample, augmented."""
-
-    def __init__(self, folder: Path, n: int, block, size: int, val_fraction: float = 0.2,
-                 samples_per_cosmology: int = 1, channels: int = 4, n_targets: int = 4):
-        self.paths = [folder / f"univ_{i:06d}.h5" for i in range(n)]
-        n_cosmo = -(-n // samples_per_cosmology)
-        n_val = max(1, int(round(n_cosmo * val_fraction)))
-        cosmo = np.arange(n) // samples_per_cosmology
-        self.train = np.flatnonzero(cosmo < n_cosmo - n_val)
-        self.val = np.flatnonzero(cosmo >= n_cosmo - n_val)
-        self.block, self.size = block, size
-        self.reader = ShardReader(block, shape=(size, size, size, channels), target_shape=(n_targets,))
-
-    def read(self, idx, sym_of=None) -> tuple[np.ndarray, np.ndarray]:
-        if sym_of is None:
-            return self.reader.read_many([self.paths[i] for i in idx], [int(i) for i in idx])
-        xs, ys = [], []
-        for i in idx:
-            x, y = self._read_augmented(self.paths[i], sym_of(i), int(i))
-            xs.append(x)
-            ys.append(y)
-        return np.stack(xs), np.stack(ys)
-
-    def _read_augmented(self, path, sym, index: int | None = None):
-        """The rank's block of the augmented sample: the source rows along each original
-        axis form at most two runs (periodic wrap); read those boxes only."""
-        perm = sym[0]
-        src = _source_indices(self.block, self.size, sym)  # per output axis
-        need = [None] * 3
-        for j in range(3):
-            need[perm[j]] = np.unique(src[j])
-        runs = []
-        for u in need:
-            cut = np.flatnonzero(np.diff(u) != 1) + 1
-            runs.append([(int(r[0]), int(r[-1]) + 1) for r in np.split(u, cut)])
-        buf = None
-        y = None
-        for r0 in runs[0]:
-            for r1 in runs[1]:
-                for r2 in runs[2]:
-                    box = (r0, r1, r2)
-                    self.reader.span = box
-                    x, y = self.reader.read(path, index)
-                    if buf is None:
-                        buf = np.zeros((x.shape[0], *[len(u) for u in need]), dtype=np.float32)
-                    pos = [np.searchsorted(need[k], np.arange(*box[k])) for k in range(3)]
-                    buf[(slice(None),) + np.ix_(*pos)] = x
-        self.reader.span = self.block
-        # original axes -> output axes, then pick each output row
-        v = np.transpose(buf, (0, *(1 + np.asarray(perm))))
-        idx = [np.searchsorted(need[perm[j]], src[j]) for j in range(3)]
-        return np.ascontiguousarray(v[(slice(None),) + np.ix_(*idx)]), y
-
-
-class _CosmoData:
-    """CosmoFlow: per-rank hyperslabs of the HDF5 samples; the tail's loss needs the targets
-    of the whole mini-batch (16 bytes a sample)."""
-
-    kind = "regression"
-
-    def __init__(self, samples: _Samples, sym):
-        self.samples, self.sym = samples, sym
-        self.train, self.val = samples.train, samples.val
-
-    def batch(self, glob, part: slice, epoch: int | None):
-        """This rank's inputs (its samples ``glob[part]``, its block) and the loss targets."""
-        sym_of = None if epoch is None or self.sym is None else (lambda i: self.sym(epoch, i))
-        x, _ = self.samples.read(glob[part], sym_of)
-        y = np.stack([read_sample_target(self.samples, i) for i in glob])
-        return torch.from_numpy(x), torch.from_numpy(y)
-
-    def count(self, glob) -> int:
-        return len(glob) * 4
-
-
-class _BrainData:
-    """U-Net: the MNI152 patches of :func:`tessera.models.data.brain.load_brain_patches`
-    (one small template, loaded by every rank), each rank keeping its block of its samples'
-    patches and labels; the epoch's flips and intensity jitter are drawn alike on all ranks."""
-
-    kind = "segmentation"
-
-    def __init__(self, n_samples: int, size: int, seed: int, data_seed: int, in_block, out_block):
-        from ..models.data.brain import load_brain_patches
-
-        b = load_brain_patches(n_train=n_samples, n_val=max(8, n_samples // 4), patch=size, seed=data_seed)
-        self.x = np.concatenate([b.x_train, b.x_val])
-        self.y = np.concatenate([b.y_train, b.y_val]).astype(np.int64)
-        self.train = np.arange(len(b.x_train))
-        self.val = np.arange(len(b.x_train), len(self.x))
-        self.seed = seed
-        self.ib = tuple(slice(a, c) for a, c in in_block)
-        self.ob = tuple(slice(a, c) for a, c in out_block)
-
-    def batch(self, glob, part: slice, epoch: int | None):
-        """This rank's block of its samples ``glob[part]`` and of their labels."""
-        x, y = self.x[glob[part]], self.y[glob[part]]
-        if epoch is not None:
-            from ..models.data.brain import augment
-
-            rng = np.random.default_rng([self.seed, epoch, int(glob[0])])
-            x, y = augment(self.x[glob], self.y[glob], rng)  # drawn over the whole mini-batch
-            x, y = x[part], y[part]
-        x = np.ascontiguousarray(x[(slice(None), slice(None)) + self.ib])
-        y = np.ascontiguousarray(y[(slice(None),) + self.ob])
-        return torch.from_numpy(x), torch.from_numpy(y)
-
-    def count(self, glob) -> int:
-        return len(glob) * int(np.prod(self.y.shape[1:]))
-
-
 # --- training ----------------------------------------------------------------------------
 
 
@@ -245,99 +104,19 @@ def _loss(kind: str, out: torch.Tensor, y: torch.Tensor, count: int) -> torch.Te
     return F.cross_entropy(out, y, reduction="sum") / count
 
 
-FAULT_ENV = "TESSERA_FAULT_INJECT"
-FAULT_EXIT_CODE = 86
+@dataclass
+class Hooks:
+    """Callbacks into a run, none by default (the reliability tests inject faults through
+    them: tests/training/faults.py)."""
+
+    #: ``step(k)``: during the run's ``k``-th optimizer step, between forward and backward
+    step: Callable[[int], None] | None = None
+    #: ``checkpoint(k, tmp)``: a checkpoint after ``k`` steps is complete in its temporary
+    #: file ``tmp``, before the rename
+    checkpoint: Callable[[int, Path], None] | None = None
 
 
-@dataclass(frozen=True)
-class _Fault:
-    """A fault injected by :data:`FAULT_ENV` (tests only; see the module docstring)."""
-
-    kind: str
-    step: int
-    rank: int = 0
-    attempt: int = 0
-
-    def fire(self, path: Path | None = None) -> None:
-        import sys
-
-        print(f"fault injected: {self.kind} at step {self.step} on rank {self.rank} (time {time.time():.3f})",
-              file=sys.stderr, flush=True)
-        if self.kind == "exit":
-            os._exit(FAULT_EXIT_CODE)
-        if self.kind == "hang":  # alive, never answering
-            while True:
-                time.sleep(3600)
-        if self.kind == "checkpoint" and path is not None:  # a write cut off half way
-            with open(path, "r+b") as fh:
-                fh.truncate(max(1, path.stat().st_size // 2))
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _fault(rank: int) -> _Fault | None:
-    """This rank's injected fault on this torchrun attempt, if any."""
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return None
-    kind, *opts = spec.split(":")
-    try:
-        kw = {k: int(v) for k, v in (o.split("=", 1) for o in opts)}
-        fault = _Fault(kind, **kw)
-    except (TypeError, ValueError):
-        raise MeshError(f"{FAULT_ENV}={spec!r}: expected exit|hang|checkpoint:step=K[:rank=R][:attempt=A]") from None
-    if kind not in ("exit", "hang", "checkpoint"):
-        raise MeshError(f"{FAULT_ENV}={spec!r}: unknown fault {kind!r} (exit, hang, checkpoint)")
-    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    return fault if fault.rank == rank and fault.attempt == attempt else None
-
-
-def _init_restartable(backend: str | None, timeout_s: float | None = None) -> None:
-    """Under ``torchrun --max-restarts``: join the process group through a store prefixed by
-    the attempt (``TORCHELASTIC_RESTART_COUNT``).
-
-    torchrun's static rendezvous (``--master-port``) keeps one TCPStore, hosted by the agent,
-    for all attempts, and ``env://`` adds no attempt prefix (torch 2.13,
-    ``distributed/rendezvous.py``: "We create a new TCPStore for every retry"), so a restarted
-    rank can read the dead attempt's gloo addresses and fail to connect ("Connection refused",
-    seen in about half the restarts here; pytorch/pytorch#135712 is the same with the c10d
-    rendezvous).  Without torchrun's agent store this does nothing (``init_mesh`` uses
-    ``env://``)."""
-    if dist.is_initialized() or os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
-        return
-    use_cuda = backend == "nccl" or (backend is None and torch.cuda.is_available())
-    if use_cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False)
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    import datetime
-
-    dist.init_process_group(backend=backend or ("nccl" if use_cuda else "gloo"),
-                            store=dist.PrefixStore(f"tessera/attempt_{attempt}", store), rank=rank, world_size=world,
-                            timeout=None if timeout_s is None else datetime.timedelta(seconds=float(timeout_s)))
-
-
-def _quant_stats(net: torch.nn.Module) -> dict:
-    """Counter, running statistic and raw value of every activation quantizer's
-    runtime-statistics scale (brevitas ``ParameterFromRuntimeStatsScaling``).  Its
-    ``state_dict`` holds the statistic folded into ``value`` and loading one ends the
-    statistics phase, so a resume within the first ``ACT_STATS_STEPS`` steps would take
-    another trajectory without these."""
-    from brevitas.core.scaling.standalone import ParameterFromRuntimeStatsScaling
-
-    return {name: {"counter": int(m.counter), "buffer": m.buffer.detach().cpu().clone(),
-                   "value": m.value.detach().cpu().clone()}
-            for name, m in net.named_modules() if isinstance(m, ParameterFromRuntimeStatsScaling)}
-
-
-def _restore_quant_stats(net: torch.nn.Module, stats: dict) -> None:
-    modules = dict(net.named_modules())
-    with torch.no_grad():
-        for name, st in stats.items():
-            m = modules[name]
-            m.buffer.copy_(st["buffer"])
-            m.value.copy_(st["value"])
-            m.counter = int(st["counter"])
+HOOKS = Hooks()
 
 
 def train_distributed(cfg: DistTrainConfig, progress: bool = True) -> DistTrainResult:
@@ -365,7 +144,7 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
     d = DEFAULTS[cfg.model]
     seg = cfg.model == "unet3d"
     epochs = int(cfg.epochs or d["epochs"])
-    manifest = {} if seg else _manifest(cfg.data_dir)
+    manifest = {} if seg else folder_manifest(cfg.data_dir)
     size = int(cfg.size or manifest.get("size") or d["size"])
     width = float(cfg.width or d["width"])
     n_samples = int(cfg.n_samples or manifest.get("n_samples") or d["n_samples"])
@@ -383,9 +162,8 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
         raise MeshError(f"--checkpoint-every {cfg.checkpoint_every}: expected a number of steps >= 1")
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    _init_restartable(cfg.backend, cfg.timeout_s)
+    init_restartable(cfg.backend, cfg.timeout_s)
     mesh = init_mesh(cfg.data, cfg.grid, cfg.backend, cfg.timeout_s)
-    fault = _fault(mesh.rank)
     if batch < mesh.data:
         raise MeshError(f"global batch {batch} is smaller than the {mesh.data} data replicas")
     main = mesh.is_main
@@ -404,12 +182,12 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
         # before sharding: brevitas rebuilds its quantizers on load_state_dict, which would drop the
         # shared percentile statistics SpatialModel installs (and the parameters an optimizer holds)
         net.load_state_dict(ck["model"])
-        _restore_quant_stats(net, ck.get("quant_stats", {}))
+        restore_quant_stats(net, ck.get("quant_stats", {}))
     net = net.to(mesh.device)
     sm = SpatialModel(net, mesh, (size,) * 3, bn_stats=cfg.bn_stats)
     shifts = False
     if seg:
-        data = _BrainData(n_samples, size, cfg.seed, cfg.data_seed, sm.input_block(), sm.input_block())
+        data = BrainData(n_samples, size, cfg.seed, cfg.data_seed, sm.input_block(), sm.input_block())
         reader = None
     else:
         # rank 0 generates missing files, everyone reads its hyperslabs
@@ -423,12 +201,12 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
                 generate_cosmology(cfg.data_dir, ccfg, progress=progress)
             dist.barrier()
             folder = generate_cosmology(cfg.data_dir, ccfg, progress=False)
-        samples = _Samples(Path(folder), n_samples, sm.input_block(), size,
+        samples = Samples(Path(folder), n_samples, sm.input_block(), size,
                            samples_per_cosmology=int(manifest.get("samples_per_cosmology", 1)))
         shifts = cfg.shifts and bool(manifest.get("periodic", True))
         sym = (lambda e, i: augment_index(size, np.random.default_rng([cfg.seed, e, int(i)]), shifts)) \
             if cfg.augment else None
-        data, reader = _CosmoData(samples, sym), samples.reader
+        data, reader = CosmoData(samples, sym), samples.reader
     if len(data.val) < mesh.data or len(data.train) < mesh.data:
         raise MeshError(f"{len(data.train)} training / {len(data.val)} validation samples cannot feed "
                         f"{mesh.data} data replicas")
@@ -454,16 +232,14 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
         state = {"model": {k: v.detach().cpu() for k, v in net.state_dict().items()},
                  "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                  "epoch": epoch_, "position": position, "epoch_losses": list(losses_), "history": history,
-                 "quant_stats": _quant_stats(net), "config": run_config}
-        with _atomic_path(ck_path) as tmp:
-            torch.save(state, tmp)
-            if fault is not None and fault.kind == "checkpoint" and fault.step == len(history["step_loss"]):
-                fault.fire(tmp)
+                 "quant_stats": quant_stats(net), "config": run_config}
+        hook = HOOKS.checkpoint
+        write_checkpoint(ck_path, state, None if hook is None else (lambda tmp: hook(len(history["step_loss"]), tmp)))
 
     step_times: list[float] = []
     t_train = time.perf_counter()
     done = 0
-    with _progress(progress and main) as bar:
+    with progress_bar(progress and main) as bar:
         task = bar.add_task(cfg.model, total=max(0, (epochs - start_epoch) * steps_per_epoch - start_pos // batch),
                             status="") if bar else None
         for epoch in range(start_epoch, epochs):
@@ -482,8 +258,8 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
                 # a dense tail's output is the whole global mini-batch, a per-voxel one this
                 # rank's block of its samples: either way the loss is its share of the mean
                 loss = _loss(data.kind, sm(xt.to(mesh.device)), yt.to(mesh.device), data.count(glob))
-                if fault is not None and fault.kind != "checkpoint" and fault.step == len(history["step_loss"]) + 1:
-                    fault.fire()
+                if HOOKS.step is not None:
+                    HOOKS.step(len(history["step_loss"]) + 1)
                 loss.backward()
                 sm.reduce_gradients()
                 opt.step()
@@ -540,7 +316,7 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
             "step_seconds_median": float(np.median(step_times)) if step_times else None,
             "bytes_read_per_rank": [{"rank": r, "data_bytes": int(v[0]), "meta_bytes": int(v[1]), "files": int(v[2])}
                                     for r, v in enumerate(per_rank)] if reader is not None else None,
-            "train_seconds": round(train_seconds, 3), "versions": _versions(),
+            "train_seconds": round(train_seconds, 3), "versions": versions(),
         }
         if not seg:
             val_y = np.stack([read_sample_target(samples, i) for i in samples.val])
@@ -556,85 +332,15 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
                 xs, ys = np.stack([read_sample(samples.paths[i])[0] for i in samples.val[:4]]), val_y[:4]
             folded = load_folded(ck_path)
             export_cnn3d(folded, torch.from_numpy(xs[:1]), out_dir / "model.onnx")
-            _save_npy(out_dir / "test_inputs.npy", xs.astype(np.float32))
-            _save_npy(out_dir / "test_targets.npy", ys)
-        _plot(out_dir / "learning_curve.png", f"{cfg.model} {mesh.data}x{mesh.grid} (width {width:g}, {size}^3)",
+            save_npy(out_dir / "test_inputs.npy", xs.astype(np.float32))
+            save_npy(out_dir / "test_targets.npy", ys)
+        plot_learning_curve(out_dir / "learning_curve.png", f"{cfg.model} {mesh.data}x{mesh.grid} (width {width:g}, {size}^3)",
               history["train_loss"], [v[key] for v in history["val"]],
               "validation mean Dice" if seg else "validation MSE", None if seg else baseline)
         metrics["seconds"] = round(time.perf_counter() - t_start, 3)
-        _save_json(out_dir / "metrics.json", metrics)
+        save_json(out_dir / "metrics.json", metrics)
     dist.barrier()
     return DistTrainResult(out_dir=out_dir, metric=metric, baseline=baseline, metrics=metrics)
-
-
-def _manifest(folder) -> dict:
-    """``config`` of a sample folder's ``manifest.json`` (``{}`` without one)."""
-    import json
-
-    if folder is None or not (Path(folder) / "manifest.json").is_file():
-        return {}
-    return dict(json.loads((Path(folder) / "manifest.json").read_text())["config"])
-
-
-def write_crops(src: Path, dst: Path, crop: int) -> Path:
-    """Cut every ``S^3`` sample of ``src`` into its ``(S / crop)^3`` non-overlapping
-    ``crop^3`` sub-volumes (read as hyperslabs), written to ``dst`` in the same layout with
-    ``samples_per_cosmology = (S / crop)^3`` (so the validation split keeps a universe's crops
-    together) and ``periodic = False``."""
-    import json
-
-    from ..models.data.cosmology import read_hyperslab, write_sample
-
-    cfg = _manifest(src)
-    size, n = int(cfg["size"]), int(cfg["n_samples"])
-    if size % crop:
-        raise MeshError(f"crop {crop} does not divide the volume {size}")
-    k = size // crop
-    per = k ** 3
-    if cfg.get("samples_per_cosmology", 1) != 1:
-        raise MeshError("crops of folders with several realizations per cosmology are not supported")
-    want = {**cfg, "size": crop, "n_samples": n * per, "samples_per_cosmology": per, "periodic": False,
-            "cropped_from": str(src)}
-    mf = dst / "manifest.json"
-    if mf.is_file() and json.loads(mf.read_text())["config"] == want:
-        return dst
-    dst.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        y = read_sample_target_path(src / f"univ_{i:06d}.h5")
-        for c, (a, b, cc) in enumerate(np.ndindex(k, k, k)):
-            vol = read_hyperslab(src / f"univ_{i:06d}.h5", (a * crop, b * crop, cc * crop), (crop,) * 3)
-            write_sample(dst / f"univ_{i * per + c:06d}.h5", vol, y)
-    mf.write_text(json.dumps({"config": want}, indent=2) + "\n")
-    return dst
-
-
-def read_sample_target_path(path: Path, key: str = TARGET_KEY, index: int | None = None,
-                            shape: tuple[int, ...] | None = None) -> np.ndarray:
-    """The targets of one sample file (:class:`~tessera.training.data.SampleError` naming the
-    file and ``index`` if they cannot be read, have another ``shape`` or are not finite)."""
-    import h5py
-
-    try:
-        with h5py.File(path, "r") as f:
-            if key not in f:
-                raise sample_error(path, index, f"no dataset {key!r} (holds: {', '.join(sorted(f.keys())) or 'nothing'})")
-            y = np.asarray(f[key][...], dtype=np.float32)
-    except SampleError:
-        raise
-    except Exception as exc:  # h5py / HDF5 failing to parse the file: the file's fault
-        raise sample_error(path, index, f"cannot read the target {key!r} (missing, corrupt or truncated file?): "
-                                        f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
-    if shape is not None and y.shape != tuple(shape):
-        raise sample_error(path, index, f"target {key!r} has shape {y.shape}, expected {tuple(shape)}")
-    if not np.isfinite(y).all():
-        raise sample_error(path, index, f"non-finite target {tuple(y.tolist())}")
-    return y
-
-
-def read_sample_target(samples: _Samples, i: int) -> np.ndarray:
-    """The target of sample ``i`` (a few bytes; every rank needs the mini-batch's targets
-    for the replicated tail)."""
-    return read_sample_target_path(samples.paths[i], samples.reader.target_key, int(i), samples.reader.target_shape)
 
 
 @torch.no_grad()

@@ -42,7 +42,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..train import _atomic_path, _deterministic, _progress, _save_json, _versions, optimizer_step
+from ..runs import atomic_path, deterministic, progress_bar, save_json, versions
+from ..train import optimizer_step
 from .quant import WEIGHT_KINDS
 
 __all__ = ["DEFAULTS", "RNNTrainResult", "TASKS", "load_checkpoint", "train_rnn", "train_rnn_cli"]
@@ -168,7 +169,7 @@ class _Sentiment:
         return [export_gru(model.rnn, path)]
 
     def extra_files(self, out_dir: Path) -> None:
-        with _atomic_path(out_dir / "vocab.json") as tmp:
+        with atomic_path(out_dir / "vocab.json") as tmp:
             tmp.write_text(json.dumps(self.vocab.to_json()) + "\n")
 
 
@@ -311,7 +312,7 @@ def _plot_curves(path: Path, title: str, losses: list[float], val: list[float], 
     ax2.set_ylabel(f"{val_label} {metric}", color="tab:red")
     ax1.set_title(title)
     fig.tight_layout()
-    with _atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
 
@@ -376,7 +377,7 @@ def train_rnn(
     name = f"{cell}-{weights}"
     try:
         job = (_Sentiment if task == "sentiment" else _MovingDigits)(cfg, data_seed, dev)
-        with _deterministic(seed):
+        with deterministic(seed):
             model = job.build(cell, weights).to(dev)
             steps = cfg["epochs"] * job.n_batches()
             optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
@@ -387,7 +388,7 @@ def train_rnn(
             best, best_state, best_epoch = None, None, 0
             val_split = "val" if "val" in job.sizes else "test"
             t_train = time.perf_counter()
-            with _progress(progress) as bar:
+            with progress_bar(progress) as bar:
                 task_id = bar.add_task(name, total=steps, status="") if bar is not None else None
                 for epoch in range(cfg["epochs"]):
                     model.train()
@@ -416,7 +417,7 @@ def train_rnn(
             test_metrics = job.evaluate(model, "test")
 
         ckpt = out_dir / "checkpoint.pt"
-        with _atomic_path(ckpt) as tmp:
+        with atomic_path(ckpt) as tmp:
             torch.save({"state_dict": {k: v.cpu() for k, v in _state(model).items()},
                         "cell": cell, "weights": weights, "task": task, "config": cfg,
                         "epoch": best_epoch}, tmp)
@@ -436,10 +437,10 @@ def train_rnn(
             "selected_epoch": best_epoch, "test": test_metrics,
             "onnx": [p.name for p in onnx_paths],
             "train_seconds": round(train_seconds, 3), "seconds": round(total_seconds, 3),
-            "threads": torch.get_num_threads(), "versions": _versions(),
+            "threads": torch.get_num_threads(), "versions": versions(),
         }
         metrics_path = out_dir / "metrics.json"
-        _save_json(metrics_path, metrics)
+        save_json(metrics_path, metrics)
     finally:
         torch.set_num_threads(prev_threads)
     return RNNTrainResult(

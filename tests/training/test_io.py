@@ -8,7 +8,7 @@ import pytest
 from tessera.models.data.cosmology import write_sample
 from tessera.training.data import ShardReader, hyperslab_bytes
 from tessera.training.halo import blocks
-from tessera.training.trainer import _Samples, augment_index
+from tessera.training.samples import Samples, augment_index
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_augmented_block_is_the_block_of_the_augmented_volume(sample):
                 v = np.flip(v, axis=1 + ax)
         v = np.roll(v, shifts, axis=(1, 2, 3))
         for span in blocks((11, 11, 11), (2, 2, 1)):
-            s = _Samples(path.parent, 1, span, 11)
+            s = Samples(path.parent, 1, span, 11)
             x, _ = s._read_augmented(path, sym)
             assert np.array_equal(x, v[(slice(None),) + tuple(slice(a, b) for a, b in span)])
             assert s.reader.stats.data_bytes == hyperslab_bytes(span, 4, 4)  # wrapped runs, no row twice

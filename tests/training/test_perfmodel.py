@@ -13,12 +13,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main as cli
-from tessera.compiler.partition.plan import grid_blocks
-from tessera.compiler.partition.regions import window_input
+from tessera.cli import main as cli
+from tessera.compiler.partition.regions import grid_blocks, window_input
 from tessera.models.cnn3d import count_macs
 from tessera.training.mesh import Mesh, SpatialGrid as G
-from tessera.training.perfmodel import (OP_KINDS, Calibration, Curve, PlanError, _fastest, _fit_link, candidates, choose,
+from tessera.training.perfmodel import (OP_KINDS, Calibration, Curve, PlanError, fastest, fit_link, candidates, choose,
                                         model_spec, predict, tail_start)
 from tessera.training.spatial import SpatialModel
 
@@ -136,7 +135,7 @@ def test_curve_and_link():
     assert c.seconds(1.0) == 0.5 and c.seconds(15.0) == pytest.approx(2.0)
     assert c.seconds(40.0) == pytest.approx(3.0 + 20 * (2.5 / 15))
     assert Curve(((1.0, 2.0), (2.0, 1.0))).seconds(2.0) == 2.0  # monotone
-    link = _fit_link([(b, 1e-4 + 2e-9 * b) for b in (8, 4096, 65536, 1 << 20)])
+    link = fit_link([(b, 1e-4 + 2e-9 * b) for b in (8, 4096, 65536, 1 << 20)])
     assert link.alpha == pytest.approx(1e-4, rel=1e-6) and link.beta == pytest.approx(2e-9, rel=1e-6)
 
 
@@ -197,5 +196,5 @@ def test_ties_go_to_the_outermost_split(spec):
     cal = _calibration()
     preds = {str(g): predict(cal, spec, 1, g, 8) for g in (G(1, 1, 4), G(1, 4, 1), G(4, 1, 1))}
     assert len({round(p.step_s, 12) for p in preds.values()}) == 1
-    assert _fastest(list(preds.values())).grid == "4x1x1"
-    assert _fastest([preds["1x1x4"], preds["1x4x1"]]).grid == "1x4x1"
+    assert fastest(list(preds.values())).grid == "4x1x1"
+    assert fastest([preds["1x1x4"], preds["1x4x1"]]).grid == "1x4x1"

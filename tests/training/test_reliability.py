@@ -11,7 +11,8 @@
   non-finite values) is an error naming the file and the sample index; the CLI prints it on
   one line and the job stops (policy: error, never skip).
 
-Faults inside the trainer come from ``TESSERA_FAULT_INJECT`` (tessera.training.trainer).
+Faults inside the trainer come from ``TESSERA_FAULT_INJECT``, installed into the trainer's
+hooks by the launcher ``faults.py`` beside this file.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ import torch
 
 from tessera.compiler.errors import DataError
 from tessera.models.data.cosmology import TARGET_KEY, VOLUME_KEY, write_sample
-from tessera.models.train import _atomic_path
+from tessera.models.runs import atomic_path
 from tessera.training.data import SampleError
 from tessera.training.halo import blocks
-from tessera.training.trainer import FAULT_EXIT_CODE, _Samples, augment_index, read_sample_target
+from tessera.training.samples import Samples, augment_index, read_sample_target
+
+FAULT_EXIT_CODE = 86  # faults.py's exit code for an injected rank exit
+FAULTS = Path(__file__).with_name("faults.py")
 
 N, SIZE = 12, 12  # 10 training universes (steps of 4, 4, 2) and 2 validation ones
 EPOCHS, STEPS = 3, 9
@@ -60,7 +64,7 @@ def _torchrun_cmd(args, nproc=2, max_restarts=None):
         port = s.getsockname()[1]
     restarts = [] if max_restarts is None else ["--max-restarts", str(max_restarts)]
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", str(port),
-            *restarts, "-m", "tessera.training", *map(str, args)]
+            *restarts, str(FAULTS), *map(str, args)]
 
 
 def _env(fault: str | None = None) -> dict:
@@ -306,7 +310,7 @@ def test_bad_sample_is_an_error_naming_file_and_index(tmp_path, case, augment):
     bad = tmp_path / "univ_000002.h5"
     break_it(bad)
     span = blocks((SIZE,) * 3, (2, 1, 1))[0]  # rank 0's block: z 0..5
-    s = _Samples(tmp_path, 4, span, SIZE)
+    s = Samples(tmp_path, 4, span, SIZE)
     sym_of = (lambda i: augment_index(SIZE, np.random.default_rng(i), shifts=False)) if augment else None
     assert s.read([0, 1], sym_of)[0].shape == (2, 4, 6, SIZE, SIZE)  # the good ones read
     with pytest.raises(SampleError) as e:
@@ -321,7 +325,7 @@ def test_bad_target_is_an_error_naming_file_and_index(tmp_path, case):
     """Every rank reads the whole mini-batch's targets (the replicated tail's loss)."""
     _good(tmp_path / "univ_000000.h5")
     BAD[case][0](tmp_path / "univ_000000.h5")
-    s = _Samples(tmp_path, 1, ((0, 6), (0, SIZE), (0, SIZE)), SIZE)
+    s = Samples(tmp_path, 1, ((0, 6), (0, SIZE), (0, SIZE)), SIZE)
     with pytest.raises(SampleError, match=rf"^sample 0 \({tmp_path / 'univ_000000.h5'}\): "):
         read_sample_target(s, 0)
 
@@ -331,16 +335,16 @@ def test_nan_outside_a_ranks_block_is_found_by_the_rank_that_reads_it(tmp_path):
     _good(tmp_path / "univ_000000.h5")
     _rewrite(volume=_set([9], np.nan))(tmp_path / "univ_000000.h5")
     b0, b1 = blocks((SIZE,) * 3, (2, 1, 1))
-    assert np.isfinite(_Samples(tmp_path, 1, b0, SIZE).read([0])[0]).all()
+    assert np.isfinite(Samples(tmp_path, 1, b0, SIZE).read([0])[0]).all()
     with pytest.raises(SampleError, match="sample 0 .*1 non-finite values"):
-        _Samples(tmp_path, 1, b1, SIZE).read([0])
+        Samples(tmp_path, 1, b1, SIZE).read([0])
 
 
 def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
     path = tmp_path / "checkpoint.pt"
     torch.save({"step": 1}, path)
     with pytest.raises(RuntimeError):
-        with _atomic_path(path) as tmp:
+        with atomic_path(path) as tmp:
             tmp.write_bytes(b"half a checkpo")
             raise RuntimeError("killed")
     assert torch.load(path, weights_only=False) == {"step": 1}
@@ -359,7 +363,7 @@ def test_garbled_header_bytes_are_a_sample_error_or_harmless(tmp_path):
         b = bytearray(raw)
         b[start:start + 16] = rng.integers(0, 256, 16, dtype=np.uint8).tobytes()
         path.write_bytes(bytes(b))
-        s = _Samples(tmp_path, 1, ((0, 6), (0, SIZE), (0, SIZE)), SIZE)
+        s = Samples(tmp_path, 1, ((0, 6), (0, SIZE), (0, SIZE)), SIZE)
         try:
             s.read([0])
             read_sample_target(s, 0)

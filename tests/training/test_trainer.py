@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tessera.compiler.cli import main as cli
+from tessera.cli import main as cli
 from tessera.models.data.cosmology import write_sample
 
 
@@ -35,7 +35,7 @@ def _torchrun(args, nproc):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-                           "--master-port", str(port), "-m", "tessera.training", *args],
+                           "--master-port", str(port), "-m", "tessera.cli", *args],
                           capture_output=True, text=True, env=env, timeout=600)
 
 
