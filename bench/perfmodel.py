@@ -2,7 +2,7 @@
 
 1. waits until the machine is quiet (1-minute load average below ``--max-load``, up to
    ``--wait`` seconds) and records the load averages;
-2. calibrates (:func:`tessera.training.perfmodel.calibrate`: layer, reader and gloo
+2. calibrates (:func:`tessera.training.calibrate.calibrate`: layer, reader and gloo
    microbenchmarks -- never the step times validated below);
 3. runs every candidate ``data x spatial`` decomposition of 1, 2 and 4 gloo ranks of
    CosmoFlow with the real trainer under torchrun (``train_distributed``, ``max_steps``,
@@ -126,7 +126,8 @@ def main() -> None:
         return
 
     from tessera.models.data.cosmology import CosmologyConfig, generate_cosmology
-    from tessera.training.perfmodel import Calibration, calibrate, choose, model_spec, threads_for
+    from tessera.training.calibrate import calibrate
+    from tessera.training.perfmodel import Calibration, choose, model_spec, threads_for
 
     generate_cosmology(None, CosmologyConfig(n_samples=args.n_samples, size=args.size, seed=0), progress=False)
     load_start = _wait_quiet(args.max_load, args.wait)
