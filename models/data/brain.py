@@ -9,7 +9,7 @@ template at 1 mm (197 x 233 x 189 voxels, uint8), as three NIfTI-1 files:
 (Only the 1 mm version is in the wheel; :func:`load_mni152` makes the 2 mm one by 2x2x2
 block averaging.)  The files are fetched once with
 :func:`tessera.models.data.cache.fetch_pypi_file` (nilearn itself is not installed) and
-read by :func:`read_nifti`, a small NIfTI-1 reader (348-byte header + raw data, gzip).
+read with nibabel (:func:`read_nifti`).
 
 Segmentation set: 3 classes, background (0) / grey matter (1) / white matter (2):
 a voxel is GM or WM by the argmax of the two probability maps where that maximum is at
@@ -24,8 +24,6 @@ held out -- hence the split along y.  (The trainer's default patch is 24^3.)
 
 from __future__ import annotations
 
-import gzip
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,14 +53,10 @@ BRAIN_FILES = {k: _PREFIX.format(k) for k in ("t1", "gm", "wm")}
 #: A voxel is grey or white matter when max(p_gm, p_wm) >= this, background otherwise.
 PROB_THRESHOLD = 0.5
 
-# NIfTI-1 datatype codes -> numpy dtypes
-_DTYPES = {2: np.uint8, 4: np.int16, 8: np.int32, 16: np.float32, 64: np.float64,
-           256: np.int8, 512: np.uint16, 768: np.uint32, 1024: np.int64, 1280: np.uint64}
-
-
 @dataclass
 class NiftiImage:
-    """Voxel data (``(X, Y, Z[, T...])``, x fastest in the file) and a few header fields."""
+    """Voxel data (``(X, Y, Z[, T...])``, x fastest in the file), the voxel sizes, the NIfTI
+    datatype code and the intensity scaling the file declares (slope 1, intercept 0: none)."""
 
     data: np.ndarray
     pixdim: tuple[float, ...]
@@ -72,67 +66,46 @@ class NiftiImage:
 
 
 def read_nifti(path: str | Path, scale: bool = True) -> NiftiImage:
-    """Read a single-file NIfTI-1 image (``.nii`` or ``.nii.gz``, either byte order).
+    """Read a single-file NIfTI-1 image (``.nii`` or ``.nii.gz``) with nibabel.
 
-    Applies ``scl_slope`` / ``scl_inter`` when ``scale`` and the slope is neither 0 nor
-    (1, 0), which returns float64.  Raises ``ValueError`` on anything else than NIfTI-1
-    single-file (``n+1``) images with a supported datatype.
+    With ``scale`` and a header slope / intercept other than none (slope 0, or 1 and 0),
+    returns the scaled float64 data; otherwise the stored values in their own dtype.
+    Raises ``ValueError`` naming the file for anything but a readable NIfTI-1 image.
     """
+    import nibabel as nib
+
     path = Path(path)
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    raw = gzip.open(path, "rb").read() if gz else path.read_bytes()
-    if len(raw) < 348:
-        raise ValueError(f"{path.name}: shorter than a NIfTI-1 header")
-    for endian in ("<", ">"):
-        if struct.unpack(endian + "i", raw[:4])[0] == 348:
-            break
-    else:
-        raise ValueError(f"{path.name}: not NIfTI-1 (sizeof_hdr != 348)")
-    magic = raw[344:348]
-    if magic != b"n+1\x00":
-        raise ValueError(f"{path.name}: magic {magic!r}, only single-file NIfTI-1 (n+1)")
-    dim = struct.unpack(endian + "8h", raw[40:56])
-    datatype, _bitpix = struct.unpack(endian + "hh", raw[70:74])
-    pixdim = struct.unpack(endian + "8f", raw[76:108])
-    vox_offset = int(struct.unpack(endian + "f", raw[108:112])[0])
-    slope, inter = struct.unpack(endian + "ff", raw[112:120])
-    if datatype not in _DTYPES:
-        raise ValueError(f"{path.name}: unsupported NIfTI datatype {datatype}")
-    ndim = dim[0]
-    if not 1 <= ndim <= 7:
-        raise ValueError(f"{path.name}: bad dim[0] = {ndim}")
-    shape = tuple(int(d) for d in dim[1:1 + ndim])
-    dtype = np.dtype(_DTYPES[datatype]).newbyteorder(endian)
-    count = int(np.prod(shape))
-    need = vox_offset + count * dtype.itemsize
-    if len(raw) < need:
-        raise ValueError(f"{path.name}: truncated ({len(raw)} bytes, need {need})")
-    data = np.frombuffer(raw, dtype=dtype, count=count, offset=vox_offset)
-    data = data.reshape(shape, order="F").astype(dtype.newbyteorder("="))
-    if scale and slope not in (0.0,) and not (slope == 1.0 and inter == 0.0):
-        data = data.astype(np.float64) * slope + inter
-    return NiftiImage(data=data, pixdim=tuple(pixdim[1:1 + ndim]), datatype=int(datatype),
-                      scl_slope=float(slope), scl_inter=float(inter))
+    try:
+        img = nib.load(str(path))
+    except Exception as exc:  # nibabel's ImageFileError and friends: not an image it knows
+        raise ValueError(f"{path.name}: not a NIfTI-1 image ({' '.join(str(exc).split())[:120]})") from None
+    if type(img) is not nib.Nifti1Image:
+        raise ValueError(f"{path.name}: a {type(img).__name__}, only single-file NIfTI-1 images are read")
+    hdr = img.header  # (nibabel moves the file's scl_slope / scl_inter into the data proxy)
+    slope, inter = float(img.dataobj.slope), float(img.dataobj.inter)
+    try:
+        if scale and (slope, inter) != (1.0, 0.0):
+            data = img.get_fdata(dtype=np.float64)
+        else:
+            raw = np.asarray(img.dataobj.get_unscaled())
+            data = raw.astype(raw.dtype.newbyteorder("="))  # native byte order
+    except Exception as exc:  # the data block is shorter than the header says, or corrupt
+        raise ValueError(f"{path.name}: truncated or corrupt image data ({' '.join(str(exc).split())[:120]})") from None
+    return NiftiImage(data=data, pixdim=tuple(float(z) for z in hdr.get_zooms()[:data.ndim]),
+                      datatype=int(hdr["datatype"]), scl_slope=slope, scl_inter=inter)
 
 
 def write_nifti(path: str | Path, data: np.ndarray, pixdim=(1.0, 1.0, 1.0),
                 scl_slope: float = 0.0, scl_inter: float = 0.0) -> Path:
-    """Write a minimal single-file NIfTI-1 (little endian, gzip if ``.gz``); for tests."""
-    code = {np.dtype(v): k for k, v in _DTYPES.items()}[np.dtype(data.dtype)]
-    hdr = bytearray(348)
-    struct.pack_into("<i", hdr, 0, 348)
-    dims = [data.ndim, *data.shape] + [1] * (7 - data.ndim)
-    struct.pack_into("<8h", hdr, 40, *dims)
-    struct.pack_into("<hh", hdr, 70, code, data.dtype.itemsize * 8)
-    struct.pack_into("<8f", hdr, 76, 1.0, *(list(pixdim) + [1.0] * (7 - len(pixdim))))
-    struct.pack_into("<f", hdr, 108, 352.0)
-    struct.pack_into("<ff", hdr, 112, scl_slope, scl_inter)
-    hdr[344:348] = b"n+1\x00"
-    raw = bytes(hdr) + b"\x00" * 4 + np.asarray(data).astype(
-        data.dtype.newbyteorder("<")).tobytes(order="F")
+    """Write a single-file NIfTI-1 image with nibabel (gzip if ``.gz``); for tests."""
+    import nibabel as nib
+
+    img = nib.Nifti1Image(np.asarray(data), affine=np.diag([*pixdim, 1.0]))
+    img.header.set_zooms(tuple(pixdim))
+    if scl_slope:
+        img.header.set_slope_inter(scl_slope, scl_inter)
     path = Path(path)
-    path.write_bytes(gzip.compress(raw) if path.suffix == ".gz" else raw)
+    nib.save(img, str(path))
     return path
 
 

@@ -15,8 +15,8 @@ from tessera.models.rnn.export import (
     export_convlstm,
     export_gru,
     export_lstm,
-    run_cell_onnx,
 )
+from tessera.models.rnn.onnx_run import run_cell_onnx
 from tessera.models.rnn.networks import ConvLSTMForecaster, SentimentRNN, depth_to_space, space_to_depth
 
 KINDS = ("fp", "binary", "ternary", "quaternary")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tessera.models.rnn.export import run_cell_onnx
+from tessera.models.rnn.onnx_run import run_cell_onnx
 from tessera.models.rnn.train import DEFAULTS, load_checkpoint, train_rnn, train_rnn_cli
 
 

@@ -1,0 +1,181 @@
+"""A NumPy reference executor of the quantized cells' ONNX export forms (docs/rnn_export.md).
+
+:func:`run_cell_onnx` runs an exported ``QuantLSTMCell`` / ``QuantGRUCell`` /
+``QuantConvLSTMCell`` graph from the ONNX file alone, in float64, following the documented
+semantics of each form; it shares no code with the export (:mod:`.export`) or with brevitas,
+and the tests require it to agree exactly with the brevitas model the file was exported from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .export import CONVLSTM_QUANTIZERS, GRU_QUANTIZERS
+
+__all__ = ["run_cell_onnx"]
+
+
+def _quant(x, scale, bits, signed, narrow):
+    """QONNX ``Quant`` with zero-point 0 and ROUND (half to even), in float64."""
+    bits = int(round(float(bits)))
+    if signed:
+        lo, hi = -(2 ** (bits - 1)) + int(narrow), 2 ** (bits - 1) - 1
+    else:
+        lo, hi = 0, 2**bits - 1 - int(narrow)
+    return np.clip(np.round(np.asarray(x, np.float64) / scale), lo, hi) * scale
+
+
+def _scalar(a) -> float:
+    a = np.asarray(a, np.float64)
+    if a.size != 1:
+        raise ValueError("per-tensor scale / bit width expected")
+    return float(a.reshape(-1)[0])
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+class _Env:
+    """Values of initializers and of the QONNX quant nodes feeding a cell node."""
+
+    def __init__(self, model: onnx.ModelProto, feeds: dict) -> None:
+        self.v = {i.name: numpy_helper.to_array(i).astype(np.float64) for i in model.graph.initializer}
+        self.v.update({k: np.asarray(a, np.float64) for k, a in feeds.items()})
+        for node in model.graph.node:
+            if node.op_type == "Quant":
+                a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+                x, s, z, b = (self.v[n] for n in node.input)
+                if np.any(z != 0):
+                    raise ValueError("non-zero zero-point")
+                self.v[node.output[0]] = _quant(x, _scalar(s), _scalar(b), a["signed"], a["narrow"])
+            elif node.op_type == "BipolarQuant":
+                x, s = (self.v[n] for n in node.input)
+                self.v[node.output[0]] = np.where(x >= 0, 1.0, -1.0) * _scalar(s)
+
+    def get(self, name):
+        return None if name == "" else self.v[name]
+
+
+def _q(attrs, name):
+    return lambda x: _quant(x, attrs[f"{name}_scale"], attrs[f"{name}_bit_width"],
+                            attrs[f"{name}_signed"], attrs[f"{name}_narrow"])
+
+
+def _conv_same(x, w):
+    """2-D cross-correlation, stride 1, zero padding k // 2; x (N,C,H,W), w (O,C,k,k)."""
+    k = w.shape[-1]
+    p = k // 2
+    n, c, hh, ww = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    cols = np.empty((n, c, k, k, hh, ww))
+    for i in range(k):
+        for j in range(k):
+            cols[:, :, i, j] = xp[:, :, i:i + hh, j:j + ww]
+    return np.einsum("nckluv,ockl->nouv", cols, w)
+
+
+def _lstm_qonnx(env: _Env, node, x):
+    ins = [env.get(n) for n in node.input]
+    a = {x_.name: helper.get_attribute_value(x_) for x_ in node.attribute}
+    xq, h, c = ins[0], ins[1], ins[2]
+    w_ii, w_if, w_ic, w_io, w_hi, w_hf, w_hc, w_ho = ins[3:11]
+    b_i, b_f, b_c, b_o = ins[11:15]
+    names = ["output", "cell_state", "input_acc", "forget_acc", "cell_acc", "output_acc",
+             "input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh"]
+    qs = {}
+    for i, nm in enumerate(names):
+        s, _, bw = ins[15 + 3 * i:18 + 3 * i]
+        narrow_key = f"{nm}_narrow" if f"{nm}_narrow" in a else f"{nm}_narrow_range"
+        qs[nm] = (_scalar(s), _scalar(bw), int(a[f"{nm}_signed"]), int(a[narrow_key]))
+    Q = {nm: (lambda v, p=p: _quant(v, *p)) for nm, p in qs.items()}
+    if not a.get("batch_first", 0):
+        raise ValueError("only batch_first=1 is supported")
+    steps = range(xq.shape[1])
+    if a.get("reverse_input", 0):
+        steps = reversed(steps)
+    ys = []
+    for t in steps:
+        xt = xq[:, t]
+        i = Q["input_sigmoid"](_sigmoid(Q["input_acc"](xt @ w_ii.T + h @ w_hi.T + b_i)))
+        f = Q["forget_sigmoid"](_sigmoid(Q["forget_acc"](xt @ w_if.T + h @ w_hf.T + b_f)))
+        g = Q["cell_tanh"](np.tanh(Q["cell_acc"](xt @ w_ic.T + h @ w_hc.T + b_c)))
+        o = Q["output_sigmoid"](_sigmoid(Q["output_acc"](xt @ w_io.T + h @ w_ho.T + b_o)))
+        c = Q["cell_state"](Q["cell_state"](f * c) + Q["cell_state"](i * g))
+        h = Q["output"](o * Q["hidden_state_tanh"](np.tanh(c)))
+        ys.append(h)
+    return {node.output[0]: np.stack(ys, 1), node.output[1]: h, node.output[2]: c}
+
+
+def _gru(env: _Env, node):
+    xq, h, w_ih, w_hh, b_ih, b_hh = (env.get(n) for n in node.input)
+    a = {x_.name: helper.get_attribute_value(x_) for x_ in node.attribute}
+    H = int(a["hidden_size"])
+    Q = {q: _q(a, q) for q in GRU_QUANTIZERS}
+    b_ih = 0.0 if b_ih is None else b_ih
+    b_hh = 0.0 if b_hh is None else b_hh
+    h = Q["output"](h)
+    gi_all = xq @ w_ih.T + b_ih
+    ys = []
+    for t in range(xq.shape[1]):
+        gi, gh = gi_all[:, t], h @ w_hh.T + b_hh
+        r = Q["reset_sigmoid"](_sigmoid(Q["reset_acc"](gi[:, :H] + gh[:, :H])))
+        z = Q["update_sigmoid"](_sigmoid(Q["update_acc"](gi[:, H:2 * H] + gh[:, H:2 * H])))
+        n = Q["new_tanh"](np.tanh(Q["new_acc"](gi[:, 2 * H:] + r * gh[:, 2 * H:])))
+        h = Q["output"]((1.0 - z) * n + z * h)
+        ys.append(h)
+    return {node.output[0]: np.stack(ys, 1), node.output[1]: h}
+
+
+def _convlstm(env: _Env, node):
+    xq, h, c, w_x, w_h, b = (env.get(n) for n in node.input)
+    a = {x_.name: helper.get_attribute_value(x_) for x_ in node.attribute}
+    hc = int(a["hidden_channels"])
+    Q = {q: _q(a, q) for q in CONVLSTM_QUANTIZERS}
+    h, c = Q["output"](h), Q["cell_state"](c)
+    b = 0.0 if b is None else b.reshape(1, -1, 1, 1)
+    steps = xq.shape[1] if xq is not None else int(a["steps"])
+    ys = []
+    for t in range(steps):
+        acc = _conv_same(h, w_h)
+        if xq is not None:
+            acc = acc + _conv_same(xq[:, t], w_x)
+        acc = acc + b
+        i = Q["input_sigmoid"](_sigmoid(Q["input_acc"](acc[:, :hc])))
+        f = Q["forget_sigmoid"](_sigmoid(Q["forget_acc"](acc[:, hc:2 * hc])))
+        g = Q["cell_tanh"](np.tanh(Q["cell_acc"](acc[:, 2 * hc:3 * hc])))
+        o = Q["output_sigmoid"](_sigmoid(Q["output_acc"](acc[:, 3 * hc:])))
+        c = Q["cell_state"](Q["cell_state"](f * c) + Q["cell_state"](i * g))
+        h = Q["output"](o * Q["hidden_state_tanh"](np.tanh(c)))
+        ys.append(h)
+    return {node.output[0]: np.stack(ys, 1), node.output[1]: h, node.output[2]: c}
+
+
+def run_cell_onnx(path: str | Path, feeds: dict) -> dict[str, np.ndarray]:
+    """Execute an exported cell graph (any of the three forms) in float64 NumPy.
+
+    ``feeds`` maps graph input names to arrays.  Returns ``{output name: array}`` for the
+    cell node's outputs (renamed to the graph output names where they differ only by
+    trailing ``Unsqueeze`` nodes, as brevitas' LSTM export adds).
+    """
+    model = onnx.load(str(path))
+    env = _Env(model, feeds)
+    result: dict[str, np.ndarray] = {}
+    for node in model.graph.node:
+        if node.op_type == "QuantLSTMCell":
+            result.update(_lstm_qonnx(env, node, None))
+        elif node.op_type == "QuantGRUCell":
+            result.update(_gru(env, node))
+        elif node.op_type == "QuantConvLSTMCell":
+            result.update(_convlstm(env, node))
+        elif node.op_type == "Unsqueeze" and node.input[0] in result:
+            axes = env.get(node.input[1]).astype(int).tolist()
+            result[node.output[0]] = np.expand_dims(result[node.input[0]], axes)
+    outs = {o.name: result[o.name] for o in model.graph.output if o.name in result}
+    if not outs:
+        raise ValueError(f"{Path(path).name}: no QuantLSTMCell/QuantGRUCell/QuantConvLSTMCell node")
+    return outs
