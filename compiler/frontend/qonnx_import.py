@@ -20,7 +20,8 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_ELEMENTS, MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
-from ..ops import OPS, Trait, avgpool, conv, convtranspose, dense, flatten, leakyrelu, lut, maxpool, merge, quant, relu, transpose, upsample
+from ..ops import (OPS, Trait, avgpool, conv, convtranspose, dense, flatten, globalavgpool, leakyrelu, lut, maxpool, merge,
+                   quant, relu, transpose, upsample)
 from ..ops.base import OpDef
 from ..ops.rounding import Rounding, round_float
 from .recurrent import RECURRENT_OPS, import_convlstm, import_gru, import_lstm
@@ -346,6 +347,11 @@ class _Importer:
         if _attr(node, "ceil_mode", 0) or _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID") or \
                 any(d != 1 for d in _attr(node, "dilations", [1] * n)):
             raise UnsupportedModelError(f"node '{node.name}' (AveragePool): ceil_mode, auto_pad and dilation are not supported")
+
+    def on_GlobalAveragePool(self, node: onnx.NodeProto) -> None:
+        """The mean over the spatial axes (no attributes): fused with the Quant it feeds."""
+        self.defer_to_quant(node, globalavgpool.OP, globalavgpool.Attrs,
+                            "must be followed by exactly one Quant to be exact (an average is not a fixed-point number)")
 
     def on_QuantLSTMCell(self, node: onnx.NodeProto) -> None:
         import_lstm(self, node)

@@ -7,8 +7,8 @@ see :mod:`.base` for the contract and docs/architecture.md for how to add an op.
 
 from __future__ import annotations
 
-from . import (avgpool, conv, convlstm, convtranspose, crop, dense, flatten, gru, leakyrelu, lstm, lut, maxpool, merge, quant,
-               relu, transpose, upsample)
+from . import (avgpool, conv, convlstm, convtranspose, crop, dense, flatten, globalavgpool, gru, leakyrelu, lstm, lut,
+               maxpool, merge, quant, relu, transpose, upsample)
 from .base import IoType, Layout, OpDef, Trait
 
 OPS: dict[str, OpDef] = {
@@ -22,6 +22,7 @@ OPS: dict[str, OpDef] = {
     flatten.OP.name: flatten.OP,
     lut.OP.name: lut.OP,
     avgpool.OP.name: avgpool.OP,
+    globalavgpool.OP.name: globalavgpool.OP,
     upsample.OP.name: upsample.OP,
     crop.OP.name: crop.OP,
     merge.CONCAT.name: merge.CONCAT,

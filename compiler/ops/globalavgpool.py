@@ -1,0 +1,108 @@
+"""Global average pooling followed by its ``Quant``, as one exact op (ONNX ``GlobalAveragePool``,
+2D or 3D).
+
+``y[c] = clip(R(S_c * 2**(fy - fx) / n))``: ``S_c`` is the exact sum of channel ``c``'s codes
+over all ``n`` positions and ``R`` the Quant's rounding mode.  As for :mod:`.avgpool`, an
+average is not a fixed-point number (``n`` need not be a power of two), so the compiler fuses
+the pool with the ``Quant`` that follows it and rounds the exact rational ``S_c / n`` once
+(:func:`.rounding.div_round`).  Output ``(C, 1, 1[, 1])``, as ONNX keeps the spatial axes.
+The onnxruntime reference sums in int64 (``ReduceSum``) and divides exactly in float64; the
+HLS kernel (``hls_templates/globalavgpool``) sums each channel exactly and performs the same
+integer division (``tessera_div_round_to``).  It mixes every position, so the partitioner
+ends a spatial segment before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import TensorType
+from .avgpool import divisor_shifts
+from .base import Layout, OpDef, check_width
+from .extension import Extension, out_shape_attr
+from .quant import Attrs as QuantAttrs
+from .rounding import div_round
+from .work import Work, bits, prod
+
+
+@dataclass(frozen=True)
+class Attrs:
+    out: QuantAttrs  # the Quant that follows the pool
+
+
+def _sum_type(x: TensorType) -> TensorType:
+    n = prod(x.shape[1:])
+    return TensorType.from_range((x.shape[0],), min(x.lo * n, 0), max(x.hi * n, 0), x.ftype.frac)
+
+
+class GlobalAvgPool(OpDef[Attrs]):
+    name = "globalavgpool"
+    extensions = (Extension(
+        "TesseraGlobalAvgPool", "Global average pooling fused with its Quant: exact channel sums, one exact rounding.",
+        "globalavgpool", "nnet_tessera_globalavgpool.h",
+        config_keys=("n_pixels", "n_filt", "num_shift", "den_shift", "qmin", "qmax", "sum_bits", "out_bits", "rounding"),
+        output_shape=out_shape_attr,
+        attributes=("n_pixels", "n_filt", "num_shift", "den_shift", "qmin", "qmax", "sum_bits", "out_bits"),
+        texts=("rounding",), types=("accum",),
+        config_types=lambda layer: {"accum_t": layer.get_attr("accum_t").name}),)
+
+    def infer(self, attrs: Attrs, ins, node):
+        (x,) = ins
+        if len(x.shape) not in (3, 4):
+            raise UnsupportedModelError(f"node '{node}': GlobalAveragePool expects a (C, H, W) or (C, D, H, W) input, "
+                                        f"got {x.shape}")
+        n = prod(x.shape[1:])
+        check_width(_sum_type(x), node, "the channel sum")
+        up, down = divisor_shifts(attrs.out, x)
+        if (n * max(abs(x.lo), abs(x.hi))).bit_length() + up > 52 or n.bit_length() + down > 52:
+            raise UnsupportedModelError(
+                f"node '{node}': GlobalAveragePool output grid 2**-{attrs.out.out.frac} is {abs(up - down)} bits away from "
+                f"the input's 2**-{x.ftype.frac}: the scaled channel sums would exceed 2**52 (requantize closer to the "
+                f"input grid)")
+        ends = div_round(np.array([x.lo, x.hi], dtype=np.int64) << np.int64(up), 1 << down, attrs.out.rounding)
+        lo, hi = (int(v) for v in np.clip(ends, attrs.out.qmin, attrs.out.qmax))  # averages stay within [x.lo, x.hi]
+        return TensorType((x.shape[0], *(1,) * (len(x.shape) - 1)), attrs.out.out, lo, hi)
+
+    def semantics(self, attrs: Attrs, xs, ins, out):
+        x = ins[0]
+        axes = tuple(range(2, 2 + len(x.shape) - 1))
+        sums = xs[0].astype(np.int64).sum(axis=axes, keepdims=True)
+        up, down = divisor_shifts(attrs.out, x)
+        y = div_round(sums << np.int64(up), np.int64(prod(x.shape[1:])) << np.int64(down), attrs.out.rounding)
+        return np.clip(y, attrs.out.qmin, attrs.out.qmax)
+
+    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+        # int64 sums are exact; every scaled sum and the divisor are integers below 2**52
+        # (checked by infer), so float64 holds them exactly for the exact division
+        x = ins[0]
+        axes = np.arange(2, 2 + len(x.shape) - 1, dtype=np.int64)
+        sums = b.op("Cast", [b.op("ReduceSum", [xs[0], b.const(axes)], keepdims=1)], to="double")
+        up, down = divisor_shifts(attrs.out, x)
+        num = b.op("Mul", [sums, b.const(np.array(float(1 << up)))])
+        y = b.div_round(num, b.const(np.array(float(prod(x.shape[1:]) << down))), attrs.out.rounding)
+        y = b.op("Clip", [y, b.const(np.array(float(attrs.out.qmin))), b.const(np.array(float(attrs.out.qmax)))])
+        return b.op("Cast", [y], to="int64")
+
+    def lower(self, attrs: Attrs, hl, node, ins, out):
+        x = ins[0]
+        if attrs.out.narrow and not attrs.out.out.signed:
+            raise UnsupportedModelError(f"node '{node.name}': unsigned narrow-range Quant is not supported")
+        up, down = divisor_shifts(attrs.out, x)
+        layer = {"class_name": "TesseraGlobalAvgPool", "n_pixels": prod(x.shape[1:]), "n_filt": x.shape[0],
+                 "num_shift": up, "den_shift": down, "rounding": attrs.out.rounding.cpp, "qmin": attrs.out.qmin,
+                 "qmax": attrs.out.qmax, "sum_bits": _sum_type(x).ftype.width, "out_bits": attrs.out.out.width,
+                 "out_shape": [*out.shape[1:], out.shape[0]]}  # channels-last (1, 1[, 1], C)
+        hl.add_layer(node, layer, {"result": out.ftype.hls(), "accum": _sum_type(x).ftype.hls()}, layout=Layout.CHANNELS)
+
+    def cost(self, attrs: Attrs, ins, out, io):
+        """One input pixel per iteration in both io types: C adders (and, at the end, one
+        exact division per channel)."""
+        x = ins[0]
+        return Work(macs=0, steps=prod(x.shape[1:]), lanes=x.shape[0], lut_per_lane=_sum_type(x).ftype.width,
+                    ff_per_lane=_sum_type(x).ftype.width, out_bits=out.size * bits(out))
+
+
+OP = GlobalAvgPool()
