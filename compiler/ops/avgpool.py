@@ -107,7 +107,7 @@ class AvgPool(OpDef[Attrs]):
         y = div_round(sums << np.int64(up), divisors(attrs, ins[0].shape[1:]) << np.int64(down), attrs.out.rounding)
         return np.clip(y, attrs.out.qmin, attrs.out.qmax)
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         # Window sums: onnxruntime's AveragePool is float32 only.  avg * k rounds back to the
         # exact integer sum while |sum| < 2**20 (relative error of the float32 average <= 2**-23,
         # so the absolute error stays below 1/8); the compiler checks that bound first.
@@ -116,17 +116,17 @@ class AvgPool(OpDef[Attrs]):
         if k * max(abs(x.lo), abs(x.hi)) >= 2**20:
             raise UnsupportedModelError(
                 f"AveragePool window sums reach {k * max(abs(x.lo), abs(x.hi))}: beyond the exact float32 reference (2**20)")
-        avg = b.op("AveragePool", [b.op("Cast", [xs[0]], to="float")], kernel_shape=list(attrs.kernel),
+        avg = builder.op("AveragePool", [builder.op("Cast", [xs[0]], to="float")], kernel_shape=list(attrs.kernel),
                    strides=list(attrs.strides), pads=list(attrs.pads), count_include_pad=1)
-        sums = b.op("Round", [b.op("Mul", [b.op("Cast", [avg], to="double"), b.const(np.array(float(k)))])])
+        sums = builder.op("Round", [builder.op("Mul", [builder.op("Cast", [avg], to="double"), builder.const(np.array(float(k)))])])
         up, down = divisor_shifts(attrs.out, x)
-        num = b.op("Mul", [sums, b.const(np.array(float(1 << up)))])
+        num = builder.op("Mul", [sums, builder.const(np.array(float(1 << up)))])
         den = (divisors(attrs, x.shape[1:]) << down).astype(np.float64)
-        y = b.div_round(num, b.const(den.reshape((1,) * 2 + den.shape)), attrs.out.rounding)
-        y = b.op("Clip", [y, b.const(np.array(float(attrs.out.qmin))), b.const(np.array(float(attrs.out.qmax)))])
-        return b.op("Cast", [y], to="int64")
+        y = builder.div_round(num, builder.const(den.reshape((1,) * 2 + den.shape)), attrs.out.rounding)
+        y = builder.op("Clip", [y, builder.const(np.array(float(attrs.out.qmin))), builder.const(np.array(float(attrs.out.qmax)))])
+        return builder.op("Cast", [y], to="int64")
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         n = len(attrs.kernel)
         if attrs.out.narrow and not attrs.out.out.signed:
@@ -147,7 +147,7 @@ class AvgPool(OpDef[Attrs]):
             layer[f"in_{d}"], layer[f"out_{d}"] = spatial[i], osp[i]
             layer[f"pool_{d}"], layer[f"stride_{d}"] = kern[i], strides[i]
         layer.update(pad_front=pads[0], pad_top=pads[1], pad_left=pads[2])
-        hl.add_layer(node, layer, {"result": out.ftype.hls(), "accum": sum_t.ftype.hls()}, layout=Layout.CHANNELS)
+        hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": sum_t.ftype.hls()}, layout=Layout.CHANNELS)
 
     def cost(self, attrs: Attrs, ins, out, io):
         return pool_work(attrs.kernel, attrs.pads, ins[0], out, io,

@@ -130,12 +130,12 @@ class OpDef(ABC, Generic[A]):
         """The integer semantics: int64 codes ``(N, *shape)`` of every input -> output codes."""
 
     @abstractmethod
-    def onnx_reference(self, attrs: A, b: ReferenceBuilder, xs: list[str], ins: list[TensorType],
+    def onnx_reference(self, attrs: A, builder: ReferenceBuilder, xs: list[str], ins: list[TensorType],
                        out: TensorType) -> str:
         """Nodes computing :meth:`semantics` exactly on onnxruntime; returns the output's name."""
 
     @abstractmethod
-    def lower(self, attrs: A, hl: HlsBuilder, node: "Node", ins: list[TensorType], out: TensorType) -> None:
+    def lower(self, attrs: A, hls: HlsBuilder, node: "Node", ins: list[TensorType], out: TensorType) -> None:
         """The hls4ml layer(s) of this node, every precision set."""
 
     @abstractmethod
@@ -234,7 +234,7 @@ def interval_dot(w: np.ndarray, lo: int, hi: int, axis: int) -> tuple[np.ndarray
     return mn.sum(axis=axis), mx.sum(axis=axis)
 
 
-def limb_kernel(b, op_type: str, x: str, x_type: TensorType, weight: np.ndarray, out_axis: int, **kernel_attrs) -> str | None:
+def limb_kernel(builder, op_type: str, x: str, x_type: TensorType, weight: np.ndarray, out_axis: int, **kernel_attrs) -> str | None:
     """``x (*) weight`` exactly with onnxruntime's integer kernels (``MatMulInteger``,
     ``ConvInteger``: 8-bit operands, int32 accumulation), or None when the input codes do not
     fit 8 bits or an int32 sum could overflow (``out_axis``: the weight's output axis; each
@@ -255,13 +255,13 @@ def limb_kernel(b, op_type: str, x: str, x_type: TensorType, weight: np.ndarray,
     rows = lambda w: np.moveaxis(np.abs(w.astype(np.int64)), out_axis, 0).reshape(w.shape[out_axis], -1)  # noqa: E731
     if any(int(max(interval_dot(rows(w), 0, xmax, axis=1)[1])) >= 2**31 for w, _ in limbs):
         return None
-    xq = b.op("Cast", [x], to=xt)
+    xq = builder.op("Cast", [x], to=xt)
     acc = None
     for w, shift in limbs:
-        part = b.op("Cast", [b.op(op_type, [xq, b.const(w)], **kernel_attrs)], to="int64")
+        part = builder.op("Cast", [builder.op(op_type, [xq, builder.const(w)], **kernel_attrs)], to="int64")
         if shift:
-            part = b.op("Mul", [part, b.const(np.array(1 << shift, dtype=np.int64))])
-        acc = part if acc is None else b.op("Add", [acc, part])
+            part = builder.op("Mul", [part, builder.const(np.array(1 << shift, dtype=np.int64))])
+        acc = part if acc is None else builder.op("Add", [acc, part])
     return acc
 
 

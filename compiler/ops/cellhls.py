@@ -78,14 +78,14 @@ def typedefs(A: cp.IntervalArith, names) -> str:
     return "\n".join(f"    typedef {cint(A.types[n])} {n}_t;" for n in names)
 
 
-def add_weights_layer(hl, node, out: TensorType, x: TensorType, class_name: str, attrs: dict, arrays: dict,
+def add_weights_layer(hls, node, out: TensorType, x: TensorType, class_name: str, attrs: dict, arrays: dict,
                       precisions: dict) -> None:
     """One recurrent extension layer over a (steps, features) input, with its arrays."""
     layer = {"class_name": class_name, "n_steps": x.shape[0], "n_in": x.shape[1], "n_out": out.size,
              "out_shape": [out.shape[0], out.shape[1]] if len(out.shape) == 2 else [out.shape[0]], **attrs}
     for k, v in arrays.items():
         layer[f"{k}_data"] = np.asarray(v, dtype=np.float64).reshape(-1)
-    hl.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout=Layout.FLAT)
+    hls.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout=Layout.FLAT)
 
 
 def require_zero_states(states: list[np.ndarray], node, what: str) -> None:

@@ -191,48 +191,48 @@ class IntervalArith:
 class OnnxArith:
     """Emits int64 ONNX nodes through the reference's ``OnnxBuilder``."""
 
-    def __init__(self, b) -> None:
-        self.b = b
+    def __init__(self, builder) -> None:
+        self.builder = builder
 
     def record(self, name: str, x: Fx) -> None:
         pass
 
     def const(self, codes: np.ndarray) -> str:
-        return self.b.const(np.asarray(codes, dtype=np.int64))
+        return self.builder.const(np.asarray(codes, dtype=np.int64))
 
     def matmul(self, x: str, w: np.ndarray) -> str:
-        return self.b.op("MatMul", [x, self.b.const(np.ascontiguousarray(w.T).astype(np.int64))])
+        return self.builder.op("MatMul", [x, self.builder.const(np.ascontiguousarray(w.T).astype(np.int64))])
 
     def conv(self, x: str, w: np.ndarray) -> str:
         """'same' 2D convolution of int8 codes, one ConvInteger per 7-bit weight limb."""
         p = w.shape[-1] // 2
-        acc = limb_kernel(self.b, "ConvInteger", x, INT8_CODES, w, out_axis=0, pads=[p, p, p, p])
+        acc = limb_kernel(self.builder, "ConvInteger", x, INT8_CODES, w, out_axis=0, pads=[p, p, p, p])
         if acc is None:
             raise UnsupportedModelError(f"a {w.shape} cell convolution's int32 sums could overflow")
         return acc
 
     def add(self, a: str, b_: str) -> str:
-        return self.b.op("Add", [a, b_])
+        return self.builder.op("Add", [a, b_])
 
     def mul(self, a: str, b_: str) -> str:
-        return self.b.op("Mul", [a, b_])
+        return self.builder.op("Mul", [a, b_])
 
     def shl(self, a: str, k: int) -> str:
-        return self.b.op("Mul", [a, self.b.const(np.array(1 << k, dtype=np.int64))])
+        return self.builder.op("Mul", [a, self.builder.const(np.array(1 << k, dtype=np.int64))])
 
     def requant(self, a: str, in_frac: int, q: QuantAttrs) -> str:
-        b = self.b
+        builder = self.builder
         shift = in_frac - q.out.frac
         if shift > 0:
-            a = b.int_shift_round(a, shift, q.rounding)
+            a = builder.int_shift_round(a, shift, q.rounding)
         elif shift < 0:
             a = self.shl(a, -shift)
-        a = b.op("Max", [a, b.const(np.array(q.qmin, dtype=np.int64))])
-        return b.op("Min", [a, b.const(np.array(q.qmax, dtype=np.int64))])
+        a = builder.op("Max", [a, builder.const(np.array(q.qmin, dtype=np.int64))])
+        return builder.op("Min", [a, builder.const(np.array(q.qmax, dtype=np.int64))])
 
     def lut(self, a: str, table: np.ndarray, lo: int) -> str:
-        idx = self.b.op("Sub", [a, self.b.const(np.array(lo, dtype=np.int64))])
-        return self.b.op("Gather", [self.b.const(table.astype(np.int64)), idx], axis=0)
+        idx = self.builder.op("Sub", [a, self.builder.const(np.array(lo, dtype=np.int64))])
+        return self.builder.op("Gather", [self.builder.const(table.astype(np.int64)), idx], axis=0)
 
 
 class Prefixed:
@@ -427,15 +427,15 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
         hs = self._run(NumpyArith(), attrs, steps, lambda v: np.broadcast_to(v.astype(np.int64), (n, *v.shape)).copy())
         return np.stack([h.v for h in hs], axis=1) if attrs.return_sequences else hs[-1].v
 
-    def onnx_reference(self, attrs, b, xs, ins, out):
-        A = OnnxArith(b)
-        steps = [Fx(b.op("Gather", [xs[0], b.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
+    def onnx_reference(self, attrs, builder, xs, ins, out):
+        A = OnnxArith(builder)
+        steps = [Fx(builder.op("Gather", [xs[0], builder.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
                  for t in range(ins[0].shape[0])]
         # zeros of shape (N, 1, ...): the batch size for broadcasting the initial states
         nd = len(ins[0].shape) - 1
-        zeros = b.op("ReduceSum", [b.op("Mul", [steps[0].v, b.const(np.array(0, dtype=np.int64))]),
-                                   b.const(np.arange(1, nd + 1, dtype=np.int64))], keepdims=1)
-        hs = self._run(A, attrs, steps, lambda v: b.op("Add", [zeros, b.const(v.astype(np.int64)[None])]))
+        zeros = builder.op("ReduceSum", [builder.op("Mul", [steps[0].v, builder.const(np.array(0, dtype=np.int64))]),
+                                   builder.const(np.arange(1, nd + 1, dtype=np.int64))], keepdims=1)
+        hs = self._run(A, attrs, steps, lambda v: builder.op("Add", [zeros, builder.const(v.astype(np.int64)[None])]))
         if not attrs.return_sequences:
             return hs[-1].v
-        return b.op("Concat", [b.op("Unsqueeze", [h.v, b.const(np.array([1], dtype=np.int64))]) for h in hs], axis=1)
+        return builder.op("Concat", [builder.op("Unsqueeze", [h.v, builder.const(np.array([1], dtype=np.int64))]) for h in hs], axis=1)

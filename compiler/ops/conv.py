@@ -104,20 +104,20 @@ class Conv(LinearOp[Attrs]):
         shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
         return (acc << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         x = ins[0]
         # one ConvInteger per 7-bit weight limb (also weights wider than 8 bits, e.g.
         # per-channel scales moved onto one grid), recombined in int64: exact
-        acc = limb_kernel(b, "ConvInteger", xs[0], x, attrs.weight, out_axis=0, pads=list(attrs.pads),
+        acc = limb_kernel(builder, "ConvInteger", xs[0], x, attrs.weight, out_axis=0, pads=list(attrs.pads),
                           strides=list(attrs.strides))
         if acc is None:
             raise UnsupportedModelError(
                 f"Conv with {x.ftype.width}-bit inputs: the exact reference supports inputs up to 8 bits (ConvInteger)"
             )
-        return finish_acc_onnx(b, acc, out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
+        return finish_acc_onnx(builder, acc, out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
                                _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         bias, btype = bias_or_zeros(attrs, attrs.weight.shape[0], out)
         # kernel layout (*kernel, c_in, c_out), as hls4ml's Conv2D and our Conv3D expect
@@ -141,7 +141,7 @@ class Conv(LinearOp[Attrs]):
             layer[f"pad_{end[i]}"] = attrs.pads[attrs.ndim + i]
         layer["class_name"] = "Conv2D" if attrs.ndim == 2 else "TesseraConv3D"
         precision = {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(), "result": out.ftype.hls()}
-        hl.add_layer(node, layer, precision, layout=Layout.CHANNELS)
+        hls.add_layer(node, layer, precision, layout=Layout.CHANNELS)
 
     def macs(self, attrs, ins, out):
         return int(np.prod(out.shape) * np.prod(attrs.weight.shape[1:]))

@@ -143,19 +143,19 @@ class ConvLstm(cp.CellOp[Attrs]):
         hs = self._run(cp.NumpyArith(), a, steps, lambda: np.zeros((n, a.encoder.hidden, hh, ww), dtype=np.int64))
         return np.stack([h.v for h in hs], axis=1)
 
-    def onnx_reference(self, a: Attrs, b, xs, ins, out):
-        A = cp.OnnxArith(b)
-        steps = [cp.Fx(b.op("Gather", [xs[0], b.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
+    def onnx_reference(self, a: Attrs, builder, xs, ins, out):
+        A = cp.OnnxArith(builder)
+        steps = [cp.Fx(builder.op("Gather", [xs[0], builder.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
                  for t in range(ins[0].shape[0])]
         _, _, hh, ww = ins[0].shape
         # zeros (N, Hc, H, W): the first frame's first channel times 0, broadcast
-        first = b.op("Gather", [steps[0].v, b.const(np.array([0], dtype=np.int64))], axis=1)
-        zeros = b.op("Add", [b.op("Mul", [first, b.const(np.array(0, dtype=np.int64))]),
-                             b.const(np.zeros((1, a.encoder.hidden, hh, ww), dtype=np.int64))])
+        first = builder.op("Gather", [steps[0].v, builder.const(np.array([0], dtype=np.int64))], axis=1)
+        zeros = builder.op("Add", [builder.op("Mul", [first, builder.const(np.array(0, dtype=np.int64))]),
+                             builder.const(np.zeros((1, a.encoder.hidden, hh, ww), dtype=np.int64))])
         hs = self._run(A, a, steps, lambda: zeros)
-        return b.op("Concat", [b.op("Unsqueeze", [h.v, b.const(np.array([1], dtype=np.int64))]) for h in hs], axis=1)
+        return builder.op("Concat", [builder.op("Unsqueeze", [h.v, builder.const(np.array([1], dtype=np.int64))]) for h in hs], axis=1)
 
-    def lower(self, a: Attrs, hl, node, ins, out):
+    def lower(self, a: Attrs, hls, node, ins, out):
         x = ins[0]
         A = self.analyze(a, x)
         cells = [("enc", a.encoder, True)] + ([("fc", a.forecaster, False)] if a.forecaster else [])
@@ -186,7 +186,7 @@ class ConvLstm(cp.CellOp[Attrs]):
                  + "\n" + "\n".join(blocks)}
         for k, v in arrays.items():
             layer[f"{k}_data"] = np.asarray(v, dtype=np.float64).reshape(-1)
-        hl.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout=Layout.SEQUENCE)
+        hls.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout=Layout.SEQUENCE)
 
     def macs(self, a: Attrs, ins, out):
         t, c, hh, ww = ins[0].shape

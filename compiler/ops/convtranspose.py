@@ -92,7 +92,7 @@ class ConvTranspose(LinearOp[Attrs]):
         shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
         return (y << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         x = ins[0]
         bound = 0
         for w in phase_weights(attrs):
@@ -102,12 +102,12 @@ class ConvTranspose(LinearOp[Attrs]):
             raise UnsupportedModelError(
                 f"ConvTranspose partial sums reach {bound}: not provably exact in float32 (the exact reference "
                 "needs them below 2**24)")
-        acc = b.op("ConvTranspose", [b.op("Cast", [xs[0]], to="float"), b.const(attrs.weight.astype(np.float32))],
+        acc = builder.op("ConvTranspose", [builder.op("Cast", [xs[0]], to="float"), builder.const(attrs.weight.astype(np.float32))],
                    strides=list(attrs.strides), pads=list(attrs.pads))
-        return finish_acc_onnx(b, b.op("Cast", [acc], to="int64"), out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
+        return finish_acc_onnx(builder, builder.op("Cast", [acc], to="int64"), out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
                                _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         if attrs.ndim != 3:
             raise UnsupportedModelError(f"node '{node.name}': only 3D ConvTranspose has an HLS kernel")
         x = ins[0]
@@ -122,7 +122,7 @@ class ConvTranspose(LinearOp[Attrs]):
             layer[f"filt_{d}"], layer[f"stride_{d}"] = attrs.weight.shape[2 + i], attrs.strides[i]
         layer.update(pad_front=attrs.pads[0], pad_top=attrs.pads[1], pad_left=attrs.pads[2],
                      pad_back=attrs.pads[3], pad_bottom=attrs.pads[4], pad_right=attrs.pads[5])
-        hl.add_layer(node, layer, {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(),
+        hls.add_layer(node, layer, {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(),
                                    "result": out.ftype.hls()}, layout=Layout.CHANNELS)
 
     def macs(self, attrs, ins, out):

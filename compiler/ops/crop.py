@@ -48,13 +48,13 @@ class Crop(OpDef[Attrs]):
         sl = tuple(slice(a, a + n) for a, n in zip(attrs.starts, attrs.sizes))
         return xs[0][(slice(None), slice(None)) + sl]
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         axes = np.arange(2, 2 + len(attrs.starts), dtype=np.int64)
         starts = np.array(attrs.starts, dtype=np.int64)
-        return b.op("Slice", [xs[0], b.const(starts), b.const(starts + np.array(attrs.sizes, dtype=np.int64)),
-                              b.const(axes)])
+        return builder.op("Slice", [xs[0], builder.const(starts), builder.const(starts + np.array(attrs.sizes, dtype=np.int64)),
+                              builder.const(axes)])
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         n = len(attrs.starts)
         spatial = (1,) * (3 - n) + x.shape[1:]
@@ -63,7 +63,7 @@ class Crop(OpDef[Attrs]):
         layer = {"class_name": "TesseraCrop3D", "n_chan": x.shape[0]}
         for i, d in enumerate(DIMS):
             layer[f"in_{d}"], layer[f"start_{d}"], layer[f"out_{d}"] = spatial[i], starts[i], sizes[i]
-        hl.add_layer(node, layer, {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
+        hls.add_layer(node, layer, {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
 
     def cost(self, attrs: Attrs, ins, out, io):
         """A box of the input: wires in io_parallel; io_stream reads every input word and

@@ -54,19 +54,19 @@ class Dense(LinearOp[Attrs]):
         acc = np.matmul(xs[0].astype(np.int64), attrs.weight.astype(np.int64))
         return (acc << shift) + _bias_aligned(attrs, facc)
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         x = ins[0]
         # integer kernels on 7-bit weight limbs (int32 accumulation, proven not to overflow),
         # else int64 MatMul: both exact
-        acc = limb_kernel(b, "MatMulInteger", xs[0], x, attrs.weight, out_axis=1)
+        acc = limb_kernel(builder, "MatMulInteger", xs[0], x, attrs.weight, out_axis=1)
         if acc is None:
-            acc = b.op("MatMul", [xs[0], b.const(attrs.weight.astype(np.int64))])
-        return finish_acc_onnx(b, acc, out.ftype.frac - x.ftype.frac - attrs.wtype.frac, _bias_aligned(attrs, out.ftype.frac))
+            acc = builder.op("MatMul", [xs[0], builder.const(attrs.weight.astype(np.int64))])
+        return finish_acc_onnx(builder, acc, out.ftype.frac - x.ftype.frac - attrs.wtype.frac, _bias_aligned(attrs, out.ftype.frac))
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
-        w = attrs.weight[hl.flat_perm(node.inputs[0])]  # rows in the HLS (channels-last) order
+    def lower(self, attrs: Attrs, hls, node, ins, out):
+        w = attrs.weight[hls.flat_perm(node.inputs[0])]  # rows in the HLS (channels-last) order
         bias, btype = bias_or_zeros(attrs, w.shape[1], out)
-        hl.add_layer(
+        hls.add_layer(
             node,
             {
                 "class_name": "Dense",

@@ -30,11 +30,11 @@ class Flatten(OpDef[Attrs]):
     def semantics(self, attrs, xs, ins, out):
         return xs[0].reshape(xs[0].shape[0], -1)
 
-    def onnx_reference(self, attrs, b, xs, ins, out):
-        return b.op("Flatten", [xs[0]], axis=1)
+    def onnx_reference(self, attrs, builder, xs, ins, out):
+        return builder.op("Flatten", [xs[0]], axis=1)
 
-    def lower(self, attrs, hl, node, ins, out):
-        hl.add_layer(node, {"class_name": "Reshape", "target_shape": [int(out.size)]}, {"result": out.ftype.hls()})
+    def lower(self, attrs, hls, node, ins, out):
+        hls.add_layer(node, {"class_name": "Reshape", "target_shape": [int(out.size)]}, {"result": out.ftype.hls()})
 
     def cost(self, attrs, ins, out, io):
         return layout_work()

@@ -74,19 +74,19 @@ class GlobalAvgPool(OpDef[Attrs]):
         y = div_round(sums << np.int64(up), np.int64(prod(x.shape[1:])) << np.int64(down), attrs.out.rounding)
         return np.clip(y, attrs.out.qmin, attrs.out.qmax)
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         # int64 sums are exact; every scaled sum and the divisor are integers below 2**52
         # (checked by infer), so float64 holds them exactly for the exact division
         x = ins[0]
         axes = np.arange(2, 2 + len(x.shape) - 1, dtype=np.int64)
-        sums = b.op("Cast", [b.op("ReduceSum", [xs[0], b.const(axes)], keepdims=1)], to="double")
+        sums = builder.op("Cast", [builder.op("ReduceSum", [xs[0], builder.const(axes)], keepdims=1)], to="double")
         up, down = divisor_shifts(attrs.out, x)
-        num = b.op("Mul", [sums, b.const(np.array(float(1 << up)))])
-        y = b.div_round(num, b.const(np.array(float(prod(x.shape[1:]) << down))), attrs.out.rounding)
-        y = b.op("Clip", [y, b.const(np.array(float(attrs.out.qmin))), b.const(np.array(float(attrs.out.qmax)))])
-        return b.op("Cast", [y], to="int64")
+        num = builder.op("Mul", [sums, builder.const(np.array(float(1 << up)))])
+        y = builder.div_round(num, builder.const(np.array(float(prod(x.shape[1:]) << down))), attrs.out.rounding)
+        y = builder.op("Clip", [y, builder.const(np.array(float(attrs.out.qmin))), builder.const(np.array(float(attrs.out.qmax)))])
+        return builder.op("Cast", [y], to="int64")
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         if attrs.out.narrow and not attrs.out.out.signed:
             raise UnsupportedModelError(f"node '{node.name}': unsigned narrow-range Quant is not supported")
@@ -95,7 +95,7 @@ class GlobalAvgPool(OpDef[Attrs]):
                  "num_shift": up, "den_shift": down, "rounding": attrs.out.rounding.cpp, "qmin": attrs.out.qmin,
                  "qmax": attrs.out.qmax, "sum_bits": _sum_type(x).ftype.width, "out_bits": attrs.out.out.width,
                  "out_shape": [*out.shape[1:], out.shape[0]]}  # channels-last (1, 1[, 1], C)
-        hl.add_layer(node, layer, {"result": out.ftype.hls(), "accum": _sum_type(x).ftype.hls()}, layout=Layout.CHANNELS)
+        hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": _sum_type(x).ftype.hls()}, layout=Layout.CHANNELS)
 
     def cost(self, attrs: Attrs, ins, out, io):
         """One input pixel per iteration in both io types: C adders (and, at the end, one

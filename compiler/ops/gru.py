@@ -90,7 +90,7 @@ class Gru(cp.RecurrentOp[Attrs]):
         check_dense_cell("GRU", attrs, x, node)
         check_table_inputs([g.acc for g in attrs.gates], node)
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         A = self.analyze(attrs, x)
         require_zero_states([attrs.h0], node, "GRU")
@@ -121,7 +121,7 @@ class Gru(cp.RecurrentOp[Attrs]):
         body = render("rnn/gru_body.tpl", types=types, gates="\n".join(gate_blocks), z_one=1 << T["z_act"].frac,
                       sh_sum_zn=shift(T, "h_sum", "zn"), sh_sum_zh=shift(T, "h_sum", "z_h"),
                       sh_h=T["h_sum"].frac - oq.out.frac, h_mode=oq.rounding.cpp, h_min=oq.qmin, h_max=oq.qmax)
-        add_weights_layer(hl, node, out, x, "TesseraGRU", {
+        add_weights_layer(hls, node, out, x, "TesseraGRU", {
             "n_hidden": H, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
             "wkind": kind.cpp, "body": body,
         }, {"wx": wx, "wh": wh, "bx": bx, "bh": bh, "gate_table": table}, {

@@ -40,15 +40,15 @@ class LeakyRelu(OpDef[Attrs]):
         x = xs[0].astype(np.int64)
         return np.where(x >= 0, x << np.int64(attrs.alpha_frac), x * np.int64(attrs.alpha_code))
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
-        pos = b.op("Mul", [b.op("Max", [xs[0], b.const(np.array(0, dtype=np.int64))]),
-                           b.const(np.array(1 << attrs.alpha_frac, dtype=np.int64))])
-        neg = b.op("Mul", [b.op("Min", [xs[0], b.const(np.array(0, dtype=np.int64))]),
-                           b.const(np.array(attrs.alpha_code, dtype=np.int64))])
-        return b.op("Add", [pos, neg])
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
+        pos = builder.op("Mul", [builder.op("Max", [xs[0], builder.const(np.array(0, dtype=np.int64))]),
+                           builder.const(np.array(1 << attrs.alpha_frac, dtype=np.int64))])
+        neg = builder.op("Mul", [builder.op("Min", [xs[0], builder.const(np.array(0, dtype=np.int64))]),
+                           builder.const(np.array(attrs.alpha_code, dtype=np.int64))])
+        return builder.op("Add", [pos, neg])
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
-        hl.add_layer(
+    def lower(self, attrs: Attrs, hls, node, ins, out):
+        hls.add_layer(
             node,
             {"class_name": "LeakyReLU", "activation": "leaky_relu",
              "activ_param": float(np.ldexp(float(attrs.alpha_code), -attrs.alpha_frac))},

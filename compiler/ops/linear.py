@@ -62,11 +62,11 @@ def linear_acc_range(weight_rows, x: TensorType, shift: int, bias: np.ndarray) -
     return lo, hi
 
 
-def finish_acc_onnx(b, acc: str, shift: int, bias: np.ndarray) -> str:
+def finish_acc_onnx(builder, acc: str, shift: int, bias: np.ndarray) -> str:
     """int64 accumulator -> aligned to the accumulator grid, plus the aligned bias constant."""
     if shift:
-        acc = b.op("Mul", [acc, b.const(np.array(1 << shift, dtype=np.int64))])
-    return b.op("Add", [acc, b.const(bias)])
+        acc = builder.op("Mul", [acc, builder.const(np.array(1 << shift, dtype=np.int64))])
+    return builder.op("Add", [acc, builder.const(bias)])
 
 
 def bias_or_zeros(attrs, n_out: int, out: TensorType) -> tuple[np.ndarray, FixedType]:

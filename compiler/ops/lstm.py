@@ -147,7 +147,7 @@ class Lstm(cp.RecurrentOp[Attrs]):
         check_dense_cell("LSTM", attrs, x, node)
         check_table_inputs([attrs.cell, *(g.acc for g in attrs.gates)], node)
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         A = self.analyze(attrs, x)
         require_zero_states([attrs.h0, attrs.c0], node, "LSTM")
@@ -156,7 +156,7 @@ class Lstm(cp.RecurrentOp[Attrs]):
         wx, wh = np.concatenate(stored[:4]), np.concatenate(stored[4:])
         body, b, table, ctable = lstm_body(A, "", gates, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg)
         body = f"    typedef {cint(x.ftype)} x_t;\n" + body
-        add_weights_layer(hl, node, out, x, "TesseraLSTM", {
+        add_weights_layer(hls, node, out, x, "TesseraLSTM", {
             "n_hidden": attrs.hidden, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
             "cifg": attrs.cifg, "wkind": kind.cpp, "body": body,
         }, {"wx": wx, "wh": wh, "b": b, "gate_table": table, "cell_table": ctable}, {

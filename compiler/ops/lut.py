@@ -68,14 +68,14 @@ class Lut(OpDef[Attrs]):
     def semantics(self, attrs: Attrs, xs, ins, out):
         return table(attrs, ins[0])[xs[0].astype(np.int64) - ins[0].lo]
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
-        idx = b.op("Sub", [xs[0], b.const(np.array(ins[0].lo, dtype=np.int64))])
-        return b.op("Gather", [b.const(table(attrs, ins[0])), idx], axis=0)
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
+        idx = builder.op("Sub", [xs[0], builder.const(np.array(ins[0].lo, dtype=np.int64))])
+        return builder.op("Gather", [builder.const(table(attrs, ins[0])), idx], axis=0)
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         t = table(attrs, x)
-        hl.add_layer(node, {"class_name": "TesseraLUT", "n_in": x.size, "n_table": int(t.size), "table_lo": int(x.lo),
+        hls.add_layer(node, {"class_name": "TesseraLUT", "n_in": x.size, "n_table": int(t.size), "table_lo": int(x.lo),
                             "in_width": x.ftype.width, "in_signed": x.ftype.signed,
                             "table_data": np.ldexp(t.astype(np.float64), -out.ftype.frac)},
                      {"result": out.ftype.hls(), "table": out.ftype.hls()})

@@ -71,12 +71,12 @@ class MaxPool(OpDef[Attrs]):
         win = win[(slice(None), slice(None)) + tuple(slice(0, s) for s in out.shape[1:])]
         return win.max(axis=tuple(range(2 + n, 2 + 2 * n)))
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         # A max of integers below 2**52 is exact in float64.
-        v = b.op("MaxPool", [b.op("Cast", [xs[0]], to="double")], kernel_shape=list(attrs.kernel), strides=list(attrs.strides))
-        return b.op("Cast", [v], to="int64")
+        v = builder.op("MaxPool", [builder.op("Cast", [xs[0]], to="double")], kernel_shape=list(attrs.kernel), strides=list(attrs.strides))
+        return builder.op("Cast", [v], to="int64")
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         n = len(attrs.kernel)
         dims = ("height", "width") if n == 2 else DIMS
@@ -89,7 +89,7 @@ class MaxPool(OpDef[Attrs]):
             layer[f"stride_{d}"] = attrs.strides[i]
         if n == 2:
             layer.update(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0)
-        hl.add_layer(node, layer, {"result": out.ftype.hls(), "accum": out.ftype.hls()}, layout=Layout.CHANNELS)
+        hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": out.ftype.hls()}, layout=Layout.CHANNELS)
 
     def cost(self, attrs: Attrs, ins, out, io):
         return pool_work(attrs.kernel, (0,) * (2 * len(attrs.kernel)), ins[0], out, io)

@@ -50,14 +50,14 @@ class Concat(OpDef[Attrs]):
         f = out.ftype.frac
         return np.concatenate([_aligned(xs[0], ins[0], f), _aligned(xs[1], ins[1], f)], axis=1)
 
-    def onnx_reference(self, attrs, b, xs, ins, out):
-        parts = [b.op("Mul", [x, b.const(np.array(1 << (out.ftype.frac - t.ftype.frac), dtype=np.int64))])
+    def onnx_reference(self, attrs, builder, xs, ins, out):
+        parts = [builder.op("Mul", [x, builder.const(np.array(1 << (out.ftype.frac - t.ftype.frac), dtype=np.int64))])
                  for x, t in zip(xs, ins)]
-        return b.op("Concat", parts, axis=1)
+        return builder.op("Concat", parts, axis=1)
 
-    def lower(self, attrs, hl, node, ins, out):
+    def lower(self, attrs, hls, node, ins, out):
         a, b = ins
-        hl.add_layer(node, {"class_name": "TesseraConcat", "n_pos": int(np.prod(a.shape[1:])), "n_chan1": a.shape[0],
+        hls.add_layer(node, {"class_name": "TesseraConcat", "n_pos": int(np.prod(a.shape[1:])), "n_chan1": a.shape[0],
                             "n_chan2": b.shape[0], "out_shape": [*out.shape[1:], out.shape[0]]},
                      {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
 
@@ -87,16 +87,16 @@ class Add(OpDef[Attrs]):
         f = out.ftype.frac
         return _aligned(xs[0], ins[0], f) + _aligned(xs[1], ins[1], f)
 
-    def onnx_reference(self, attrs, b, xs, ins, out):
-        parts = [b.op("Mul", [x, b.const(np.array(1 << (out.ftype.frac - t.ftype.frac), dtype=np.int64))])
+    def onnx_reference(self, attrs, builder, xs, ins, out):
+        parts = [builder.op("Mul", [x, builder.const(np.array(1 << (out.ftype.frac - t.ftype.frac), dtype=np.int64))])
                  for x, t in zip(xs, ins)]
-        return b.op("Add", parts)
+        return builder.op("Add", parts)
 
-    def lower(self, attrs, hl, node, ins, out):
+    def lower(self, attrs, hls, node, ins, out):
         a = ins[0]
-        if hl.perm[node.inputs[0]].tolist() != hl.perm[node.inputs[1]].tolist():
+        if hls.perm[node.inputs[0]].tolist() != hls.perm[node.inputs[1]].tolist():
             raise UnsupportedModelError(f"node '{node.name}': Add of tensors in different layouts")
-        hl.add_layer(node, {"class_name": "TesseraAdd", "n_elem": a.size,
+        hls.add_layer(node, {"class_name": "TesseraAdd", "n_elem": a.size,
                             "out_shape": [*a.shape[1:], a.shape[0]] if len(a.shape) > 1 else [a.shape[0]],
                             "n_chan": a.shape[0] if len(a.shape) > 1 else a.shape[0]},
                      {"result": out.ftype.hls()})

@@ -93,18 +93,18 @@ class Requant(OpDef[Attrs]):
     def semantics(self, attrs, xs, ins, out):
         return requantize(attrs, xs[0], ins[0].ftype.frac)
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         # Exact in float64: |codes| < 2**52 and the scaling is a power of two.
-        v = b.op("Cast", [xs[0]], to="double")
+        v = builder.op("Cast", [xs[0]], to="double")
         shift = attrs.out.frac - ins[0].ftype.frac
         if shift != 0:
-            v = b.op("Mul", [v, b.const(np.array(2.0**shift))])
-        v = b.round(v, attrs.rounding)
-        v = b.op("Clip", [v, b.const(np.array(float(attrs.qmin))), b.const(np.array(float(attrs.qmax)))])
-        return b.op("Cast", [v], to="int64")
+            v = builder.op("Mul", [v, builder.const(np.array(2.0**shift))])
+        v = builder.round(v, attrs.rounding)
+        v = builder.op("Clip", [v, builder.const(np.array(float(attrs.qmin))), builder.const(np.array(float(attrs.qmax)))])
+        return builder.op("Cast", [v], to="int64")
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
-        hl.add_layer(node, {"class_name": "Activation", "activation": "linear"},
+    def lower(self, attrs: Attrs, hls, node, ins, out):
+        hls.add_layer(node, {"class_name": "Activation", "activation": "linear"},
                      {"result": hls_precision(attrs, node.name)})
 
     def cost(self, attrs, ins, out, io: IoType) -> Work:

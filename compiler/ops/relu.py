@@ -27,11 +27,11 @@ class Relu(OpDef[Attrs]):
     def semantics(self, attrs, xs, ins, out):
         return np.maximum(xs[0], 0)
 
-    def onnx_reference(self, attrs, b, xs, ins, out):
-        return b.op("Max", [xs[0], b.const(np.array(0, dtype=np.int64))])
+    def onnx_reference(self, attrs, builder, xs, ins, out):
+        return builder.op("Max", [xs[0], builder.const(np.array(0, dtype=np.int64))])
 
-    def lower(self, attrs, hl, node, ins, out):
-        hl.add_layer(node, {"class_name": "Activation", "activation": "relu"}, {"result": out.ftype.hls()})
+    def lower(self, attrs, hls, node, ins, out):
+        hls.add_layer(node, {"class_name": "Activation", "activation": "relu"}, {"result": out.ftype.hls()})
 
     def cost(self, attrs, ins, out, io):
         return elementwise_work(out, io, 1)

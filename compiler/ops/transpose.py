@@ -34,11 +34,11 @@ class Transpose(OpDef[Attrs]):
     def semantics(self, attrs, xs, ins, out):
         return np.swapaxes(xs[0], 1, 2)
 
-    def onnx_reference(self, attrs, b, xs, ins, out):
-        return b.op("Transpose", [xs[0]], perm=[0, 2, 1, *range(3, len(ins[0].shape) + 1)])
+    def onnx_reference(self, attrs, builder, xs, ins, out):
+        return builder.op("Transpose", [xs[0]], perm=[0, 2, 1, *range(3, len(ins[0].shape) + 1)])
 
-    def lower(self, attrs, hl, node, ins, out):
-        hl.alias(node, relabel(hl.flat_perm(node.inputs[0]), ins[0].shape))
+    def lower(self, attrs, hls, node, ins, out):
+        hls.alias(node, relabel(hls.flat_perm(node.inputs[0]), ins[0].shape))
 
     def cost(self, attrs, ins, out, io):
         return layout_work()

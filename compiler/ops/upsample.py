@@ -49,13 +49,13 @@ class Upsample(OpDef[Attrs]):
             y = np.repeat(y, f, axis=2 + i)
         return y
 
-    def onnx_reference(self, attrs: Attrs, b, xs, ins, out):
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         scales = np.array([1.0, 1.0, *attrs.factors], dtype=np.float32)
-        y = b.op("Resize", [b.op("Cast", [xs[0]], to="int32"), "", b.const(scales)], mode="nearest",
+        y = builder.op("Resize", [builder.op("Cast", [xs[0]], to="int32"), "", builder.const(scales)], mode="nearest",
                  nearest_mode="floor", coordinate_transformation_mode="asymmetric")
-        return b.op("Cast", [y], to="int64")
+        return builder.op("Cast", [y], to="int64")
 
-    def lower(self, attrs: Attrs, hl, node, ins, out):
+    def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         n = len(attrs.factors)
         spatial = (1,) * (3 - n) + x.shape[1:]
@@ -63,7 +63,7 @@ class Upsample(OpDef[Attrs]):
         layer = {"class_name": "TesseraUpsample3D", "n_chan": x.shape[0]}
         for i, d in enumerate(DIMS):
             layer[f"in_{d}"], layer[f"factor_{d}"] = spatial[i], factors[i]
-        hl.add_layer(node, layer, {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
+        hls.add_layer(node, layer, {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
 
     def cost(self, attrs: Attrs, ins, out, io):
         x = ins[0]
