@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from ..ir.types import TensorType
+from ..ir.types import FixedType, TensorType, bits_for_range
 from .base import Layout, OpDef, Trait, check_width
 from .conv import windows
 from .extension import DIMS
@@ -66,6 +66,14 @@ def divisor_shifts(q: QuantAttrs, x: TensorType) -> tuple[int, int]:
     return max(d, 0), max(-d, 0)
 
 
+def sum_type(x: TensorType, count: int, shape: tuple[int, ...] = (1,)) -> TensorType:
+    """The exact sum of ``count`` codes of ``x``, always signed: the kernels read the sum's raw
+    bits as an ``ap_int`` (``tessera_div_round_to``), so an unsigned sum would lose its top bit."""
+    lo, hi = min(x.lo * count, 0), max(x.hi * count, 0)
+    width, _ = bits_for_range(min(lo, -1), hi)
+    return TensorType(shape, FixedType(width, x.ftype.frac, True), lo, hi)
+
+
 class AvgPool(OpDef[Attrs]):
     name = "avgpool"
     traits = frozenset({Trait.WINDOW})
@@ -87,7 +95,7 @@ class AvgPool(OpDef[Attrs]):
         if int(divisors(attrs, x.shape[1:]).min()) < 1:
             raise UnsupportedModelError(f"node '{node}': AveragePool has windows entirely in the padding")
         k = int(np.prod(attrs.kernel))
-        check_width(TensorType.from_range(x.shape, x.lo * k, x.hi * k, x.ftype.frac), node, "the window sum")
+        check_width(sum_type(x, k, x.shape), node, "the window sum")
         up, down = divisor_shifts(attrs.out, x)
         if (k * max(abs(x.lo), abs(x.hi))).bit_length() + up > 62 or k.bit_length() + down > 62:
             raise UnsupportedModelError(
@@ -138,7 +146,7 @@ class AvgPool(OpDef[Attrs]):
         pads = (0,) * (3 - n) + attrs.pads[:n]
         up, down = divisor_shifts(attrs.out, x)
         k = int(np.prod(attrs.kernel))
-        sum_t = TensorType.from_range((1,), min(x.lo * k, 0), max(x.hi * k, 0), x.ftype.frac)
+        sum_t = sum_type(x, k)
         layer = {"class_name": "TesseraAvgPool3D", "n_filt": x.shape[0], "count_include_pad": bool(attrs.count_include_pad),
                  "num_shift": up, "den_shift": down, "rounding": attrs.out.rounding.cpp,
                  "qmin": attrs.out.qmin, "qmax": attrs.out.qmax, "sum_bits": sum_t.ftype.width,

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from .avgpool import divisor_shifts
+from .avgpool import divisor_shifts, sum_type
 from .base import Layout, OpDef, check_width
 from .extension import Extension, out_shape_attr
 from .quant import Attrs as QuantAttrs
@@ -34,8 +34,7 @@ class Attrs:
 
 
 def _sum_type(x: TensorType) -> TensorType:
-    n = prod(x.shape[1:])
-    return TensorType.from_range((x.shape[0],), min(x.lo * n, 0), max(x.hi * n, 0), x.ftype.frac)
+    return sum_type(x, prod(x.shape[1:]), (x.shape[0],))
 
 
 class GlobalAvgPool(OpDef[Attrs]):

@@ -150,6 +150,19 @@ def test_avgpool_csim(make_graph, make_type, tmp_path, io_type, rounding):
 
 
 @pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+@pytest.mark.parametrize("pool", ["avgpool", "globalavgpool"])
+def test_average_of_unsigned_codes_csim(make_graph, make_type, tmp_path, io_type, pool):
+    """Unsigned inputs whose sums use their top bit (the all-maximum sample): the kernels read
+    the sum's raw bits as a signed integer, so the sum type must be signed."""
+    from tessera.compiler.ops import avgpool, globalavgpool
+
+    out = quant.Attrs(FixedType(7, 3, True), False, "ROUND")
+    layer = (("avgpool", avgpool.Attrs((2, 2, 2), (2, 2, 2), (0,) * 6, False, out)) if pool == "avgpool"
+             else ("globalavgpool", globalavgpool.Attrs(out)))
+    csim_exact(make_graph(make_type(8, 5, False, (3, 4, 4, 2)), layer), tmp_path, io_type, n=60)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
 def test_upsample3d_csim(make_graph, make_type, tmp_path, io_type):
     from tessera.compiler.ops import upsample
 
