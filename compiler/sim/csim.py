@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,24 @@ def last_error_line(text: str) -> str:
     """The first line of a tool's output that names an error (else its first line), shortened."""
     lines = [ln for ln in text.splitlines() if "error" in ln.lower()] or text.strip().splitlines() or ["(no output)"]
     return lines[0].strip()[:300]
+
+
+#: Beside the library: the hash of the sources it was built from (``source_hash``).
+BUILD_HASH = ".tessera-build.sha256"
+
+
+def source_hash(prj: Path) -> str:
+    """sha256 of everything a project's C-simulation library is built from: ``firmware/``
+    (the top function, the kernels, the weights, ap_types), the C bridge and the build
+    script.  A library whose recorded hash differs is stale and is rebuilt."""
+    files = [p for p in (prj / "firmware").rglob("*") if p.is_file() and p.suffix != ".so" and p.name != BUILD_HASH]
+    files += [*prj.glob("*_bridge.cpp"), prj / "build_lib.sh"]
+    h = hashlib.sha256()
+    for p in sorted(f for f in files if f.is_file()):
+        data = p.read_bytes()
+        h.update(f"{p.relative_to(prj).as_posix()}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
 
 
 class _Worker:
@@ -101,14 +120,22 @@ class CSim:
         return libs[-1] if libs else None
 
     def build(self, rebuild: bool = False) -> Path:
+        """The C-simulation library, built when missing, when ``rebuild``, or when any source
+        it was built from changed since (``source_hash``): never a stale one."""
         require_gxx()
         lib = self.library()
-        if lib is None or rebuild:
+        stamp = self.prj / "firmware" / BUILD_HASH
+        current = source_hash(self.prj)
+        if lib is None or rebuild or not stamp.is_file() or stamp.read_text().strip() != current:
             self.close()  # a running child holds the old library
+            for old in (self.prj / "firmware").glob(f"{self.name}-*.so"):
+                old.unlink()
+            stamp.unlink(missing_ok=True)
             res = subprocess.run(["bash", "build_lib.sh"], cwd=self.prj, capture_output=True, text=True)
             lib = self.library()
             if res.returncode != 0 or lib is None:
                 raise SimulationError(f"C-simulation build failed in {self.prj}: {last_error_line(res.stderr + res.stdout)}")
+            stamp.write_text(current + "\n")
         return lib
 
     def _worker(self) -> _Worker:
