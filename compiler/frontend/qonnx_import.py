@@ -24,6 +24,7 @@ from ..ops import (OPS, Trait, avgpool, conv, convtranspose, dense, flatten, glo
                    quant, relu, transpose, upsample)
 from ..ops.base import OpDef
 from ..ops.rounding import Rounding, round_float
+from .attributes import check_attributes, explicit_pads, nearest_sources, schema_default
 from .recurrent import RECURRENT_OPS, import_convlstm, import_gru, import_lstm
 
 ALIAS_OPS = {"Identity", "Dropout"}
@@ -49,6 +50,30 @@ def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
             v = onnx.helper.get_attribute_value(a)
             return v.decode() if isinstance(v, bytes) else v
     return default
+
+
+def _constant_value(node: onnx.NodeProto) -> np.ndarray:
+    """The value of a Constant node (``value``, ``value_float(s)``, ``value_int(s)``), float64."""
+    a = node.attribute[0]
+    if a.name == "value":
+        return numpy_helper.to_array(a.t).astype(np.float64)
+    return np.asarray(onnx.helper.get_attribute_value(a), dtype=np.float64)
+
+
+def _inference_dropout(imp: "_Importer", node: onnx.NodeProto) -> None:
+    """Dropout at inference passes its input: refuse a training_mode that is not a constant
+    False, and a mask output that something reads."""
+    if len(node.input) > 2 and node.input[2]:
+        mode = imp.env.get(node.input[2])
+        if not isinstance(mode, _Const) or np.any(mode.value):
+            raise UnsupportedModelError(f"node '{node.name}' (Dropout): input training_mode must be a constant False")
+    if len(node.output) > 1 and node.output[1] and any(node.output[1] in u.input for u in imp.model.graph.node):
+        raise UnsupportedModelError(f"node '{node.name}' (Dropout): the mask output is not supported")
+
+
+def _pad_attribute(node: onnx.NodeProto) -> str:
+    auto = _attr(node, "auto_pad", "NOTSET")
+    return f"auto_pad={auto}" if auto not in ("NOTSET", "") else f"pads={list(_attr(node, 'pads'))}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -111,6 +136,7 @@ def weight_codes(values: np.ndarray, what: str) -> tuple[np.ndarray, FixedType]:
 class _Importer:
     def __init__(self, model: onnx.ModelProto):
         self.model = model
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         g = model.graph
         inits = {i.name for i in g.initializer}
         real_inputs = [i for i in g.input if i.name not in inits]
@@ -168,6 +194,7 @@ class _Importer:
     def add(self, node: onnx.NodeProto, op: OpDef, inputs: list[str], attrs: Any) -> None:
         out = node.output[0]
         self.graph.nodes.append(Node(node.name or out, op.name, inputs, out, attrs))
+        self.graph.origin[out] = node.name
         self.env[out] = out
 
     # -- ops -----------------------------------------------------------------------------
@@ -226,6 +253,7 @@ class _Importer:
             return
         if src == self.pending_input:
             self.graph.input = node.output[0]
+            self.graph.origin[node.output[0]] = node.name
             self.graph.input_quant = attrs
             self.graph.values[node.output[0]] = TensorType(self.input_shape, attrs.out, attrs.qmin, attrs.qmax)
             self.env[node.output[0]] = node.output[0]
@@ -263,9 +291,19 @@ class _Importer:
             raise UnsupportedModelError(f"node '{node.name}' (MatMul): weight must be 2D, got {w.shape}")
         self._linear(node, self.value(node.input[0], node), w, None, dense)
 
+    def axis(self, node: onnx.NodeProto, value_name: str, default=None) -> int | None:
+        """The node's ``axis`` attribute, negative values counted from the end of the input's
+        rank (batch included); None when it cannot be resolved."""
+        axis = _attr(node, "axis", default)
+        if axis is None or axis >= 0:
+            return axis
+        rank = len(self._shape_of(value_name)) + 1
+        return axis + rank if rank > 1 else None
+
     def on_Concat(self, node: onnx.NodeProto) -> None:
-        if _attr(node, "axis") != 1 or len(node.input) != 2:
-            raise UnsupportedModelError(f"node '{node.name}' (Concat): only two inputs along channels (axis 1) are supported")
+        if self.axis(node, node.input[0]) != 1 or len(node.input) != 2:
+            raise UnsupportedModelError(f"node '{node.name}' (Concat): only two inputs along channels (axis 1) are "
+                                        f"supported, got axis={_attr(node, 'axis')} and {len(node.input)} inputs")
         self.add(node, merge.CONCAT, [self.value(v, node) for v in node.input], merge.Attrs())
 
     def on_Add(self, node: onnx.NodeProto) -> None:
@@ -288,34 +326,48 @@ class _Importer:
             raise UnsupportedModelError(f"node '{node.name}' (Add): the layer output '{a}' is also used before its bias")
         prod.attrs = layer.with_bias(prod.attrs, bcodes, btype)
         prod.output = node.output[0]  # the Add folds into the layer
+        self.graph.origin[prod.output] = node.name
         self.env[node.output[0]] = node.output[0]
+
+    def window(self, node: onnx.NodeProto, kernel: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(strides, explicit pads) of a window op: ``auto_pad`` resolved with the ONNX formula
+        on the input's spatial shape, ``kernel_shape`` checked against the weights."""
+        n = len(kernel)
+        given = _attr(node, "kernel_shape")
+        if given is not None and tuple(int(k) for k in given) != tuple(kernel):
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute kernel_shape={list(given)} "
+                                        f"does not match the weights' {list(kernel)}")
+        strides = tuple(int(v) for v in _attr(node, "strides", [1] * n))
+        pads = _attr(node, "pads")
+        auto_pad = str(_attr(node, "auto_pad", "NOTSET"))
+        spatial = self._shape_of(node.input[0])[1:] if auto_pad.startswith("SAME") else (0,) * n
+        if auto_pad.startswith("SAME") and len(spatial) != n:
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute auto_pad={auto_pad} needs the "
+                                        "input's shape, which is unknown")
+        return strides, explicit_pads(node, auto_pad, tuple(spatial), tuple(kernel), strides,
+                                      None if pads is None else tuple(int(p) for p in pads))
 
     def on_Conv(self, node: onnx.NodeProto) -> None:
         w = self.const(node.input[1], node, "the weight")
         n = w.ndim - 2
         if n not in (2, 3):
             raise UnsupportedModelError(f"node '{node.name}' (Conv): {n}D convolution is not supported (2D and 3D are)")
-        if _attr(node, "group", 1) != 1:
-            raise UnsupportedModelError(f"node '{node.name}' (Conv): grouped convolution (group={_attr(node, 'group')}) is not supported")
-        if any(d != 1 for d in _attr(node, "dilations", [1] * n)):
-            raise UnsupportedModelError(f"node '{node.name}' (Conv): dilation {_attr(node, 'dilations')} is not supported")
-        if _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-            raise UnsupportedModelError(f"node '{node.name}' (Conv): auto_pad {_attr(node, 'auto_pad')} is not supported")
-        pads = tuple(int(p) for p in _attr(node, "pads", [0] * 2 * n))
-        strides = tuple(int(s) for s in _attr(node, "strides", [1] * n))
+        strides, pads = self.window(node, tuple(w.shape[2:]))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
         self._linear(node, self.value(node.input[0], node), w, b, conv, strides=strides, pads=pads)
 
     def on_ConvTranspose(self, node: onnx.NodeProto) -> None:
         w = self.const(node.input[1], node, "the weight")
         n = w.ndim - 2
-        if n not in (2, 3) or _attr(node, "group", 1) != 1 or any(d != 1 for d in _attr(node, "dilations", [1] * n)):
-            raise UnsupportedModelError(f"node '{node.name}' (ConvTranspose): only 2D/3D, group 1, dilation 1 is supported")
-        if any(_attr(node, "output_padding", [0] * n)) or _attr(node, "output_shape") or \
-                _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-            raise UnsupportedModelError(f"node '{node.name}' (ConvTranspose): output_padding/output_shape/auto_pad are not supported")
-        pads = tuple(int(p) for p in _attr(node, "pads", [0] * 2 * n))
-        strides = tuple(int(s) for s in _attr(node, "strides", [1] * n))
+        if n not in (2, 3):
+            raise UnsupportedModelError(f"node '{node.name}' (ConvTranspose): only 2D/3D is supported")
+        if str(_attr(node, "auto_pad", "NOTSET")).startswith("SAME"):
+            raise UnsupportedModelError(f"node '{node.name}' (ConvTranspose): attribute auto_pad="
+                                        f"{_attr(node, 'auto_pad')} is not supported (only NOTSET, VALID)")
+        if any(_attr(node, "output_padding", [0] * n)):
+            raise UnsupportedModelError(f"node '{node.name}' (ConvTranspose): attribute output_padding="
+                                        f"{list(_attr(node, 'output_padding'))} is not supported (only zeros)")
+        strides, pads = self.window(node, tuple(w.shape[2:]))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
         self._linear(node, self.value(node.input[0], node), w, b, convtranspose, strides=strides, pads=pads)
 
@@ -340,13 +392,9 @@ class _Importer:
         why = "must be 2D/3D and followed by exactly one Quant to be exact"
         if n not in (2, 3):
             raise UnsupportedModelError(f"node '{node.name}' (AveragePool): {why}")
-        s = tuple(int(v) for v in _attr(node, "strides", [1] * n))
-        pads = tuple(int(v) for v in _attr(node, "pads", [0] * 2 * n))
+        s, pads = self.window(node, k)
         cip = bool(_attr(node, "count_include_pad", 0))
         self.defer_to_quant(node, avgpool.OP, lambda q: avgpool.Attrs(k, s, pads, cip, q), why)
-        if _attr(node, "ceil_mode", 0) or _attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID") or \
-                any(d != 1 for d in _attr(node, "dilations", [1] * n)):
-            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): ceil_mode, auto_pad and dilation are not supported")
 
     def on_GlobalAveragePool(self, node: onnx.NodeProto) -> None:
         """The mean over the spatial axes (no attributes): fused with the Quant it feeds."""
@@ -378,13 +426,14 @@ class _Importer:
         idx = self.const(node.input[1], node, "the index")
         seq = prod is not None and getattr(prod.attrs, "return_sequences", False)
         steps = self.graph.values[self.graph.input].shape[0] if seq else 0
-        if not seq or _attr(node, "axis", 0) != 1 or idx.size != 1 or int(idx.ravel()[0]) not in (-1, steps - 1):
+        if not seq or self.axis(node, node.input[0], 0) != 1 or idx.size != 1 or int(idx.ravel()[0]) not in (-1, steps - 1):
             raise UnsupportedModelError(
                 f"node '{node.name}' (Gather): only the last step (axis 1, index -1) of a recurrent output is supported")
         if sum(src in n.input for n in self.model.graph.node if n.name in self.live) != 1:
             raise UnsupportedModelError(f"node '{node.name}' (Gather): the sequence '{src}' is also used elsewhere")
         prod.attrs = dataclasses.replace(prod.attrs, return_sequences=False)
         prod.output = node.output[0]
+        self.graph.origin[prod.output] = node.name
         self.env[node.output[0]] = node.output[0]
 
     def on_Sigmoid(self, node: onnx.NodeProto) -> None:
@@ -394,13 +443,39 @@ class _Importer:
         self._lut(node, "tanh")
 
     def on_Resize(self, node: onnx.NodeProto) -> None:
-        if _attr(node, "mode", "nearest") != "nearest":
-            raise UnsupportedModelError(f"node '{node.name}' (Resize): only nearest-neighbour upsampling is supported")
+        """Nearest upsampling by integer factors: the ONNX index mapping of the node's
+        coordinate transformation and nearest mode must be the copy ``floor(out / scale)``."""
+        if self.opset < 11:
+            raise UnsupportedModelError(f"node '{node.name}' (Resize): opset {self.opset} Resize is not supported "
+                                        "(opset 11 or newer)")
         x = self.value(node.input[0], node)
+        if len(node.input) > 3 and node.input[3]:
+            raise UnsupportedModelError(f"node '{node.name}' (Resize): input sizes is not supported (give scales)")
         scales = self.const(node.input[2], node, "the scales") if len(node.input) > 2 and node.input[2] else None
         if scales is None or scales.size < 4 or np.any(scales[:2] != 1) or np.any(scales != np.round(scales)) or np.any(scales < 1):
             raise UnsupportedModelError(f"node '{node.name}' (Resize): needs constant integer scales >= 1 on spatial dims only")
-        self.add(node, upsample.OP, [x], upsample.Attrs(tuple(int(v) for v in scales[2:])))
+        factors = tuple(int(v) for v in scales[2:])
+        transform = str(_attr(node, "coordinate_transformation_mode", schema_default(node, "coordinate_transformation_mode",
+                                                                                     self.opset)))
+        nearest = str(_attr(node, "nearest_mode", schema_default(node, "nearest_mode", self.opset)))
+        spatial = self._shape_of(node.input[0])[1:]
+        where = f"attributes coordinate_transformation_mode={transform!r}, nearest_mode={nearest!r}"
+        if len(spatial) != len(factors) or not all(spatial):
+            raise UnsupportedModelError(f"node '{node.name}' (Resize): the input's shape is unknown, so {where} cannot "
+                                        "be checked")
+        for d, (n_in, f) in enumerate(zip(spatial, factors)):
+            try:
+                src = nearest_sources(n_in * f, n_in, float(f), transform, nearest)
+            except ValueError:
+                raise UnsupportedModelError(f"node '{node.name}' (Resize): {where} are not supported") from None
+            want = np.arange(n_in * f) // f
+            if not np.array_equal(src, want):
+                j = int(np.flatnonzero(src != want)[0])
+                raise UnsupportedModelError(
+                    f"node '{node.name}' (Resize): {where} read input {int(src[j])} for output {j} of the x{f} "
+                    f"upsampling of spatial dim {d}; only the nearest copy floor(output / {f}) = {int(want[j])} is "
+                    "modelled")
+        self.add(node, upsample.OP, [x], upsample.Attrs(factors))
 
     def on_Relu(self, node: onnx.NodeProto) -> None:
         self.add(node, relu.OP, [self.value(node.input[0], node)], relu.Attrs())
@@ -410,9 +485,12 @@ class _Importer:
         n = len(k)
         if n not in (2, 3):
             raise UnsupportedModelError(f"node '{node.name}' (MaxPool): {n}D pooling is not supported (2D and 3D are)")
-        if any(_attr(node, "pads", [0] * 2 * n)) or _attr(node, "ceil_mode", 0) or any(d != 1 for d in _attr(node, "dilations", [1] * n)):
-            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): padding, ceil_mode and dilation are not supported")
-        s = tuple(int(v) for v in _attr(node, "strides", [1] * n))
+        if len(node.output) > 1 and node.output[1] and any(node.output[1] in u.input for u in self.model.graph.node):
+            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): the Indices output is not supported")
+        s, pads = self.window(node, k)
+        if any(pads):
+            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): attribute {_pad_attribute(node)} pads the input by "
+                                        f"{list(pads)}; padded max pooling is not supported")
         self.add(node, maxpool.OP, [self.value(node.input[0], node)], maxpool.Attrs(k, s))
 
     def on_LeakyRelu(self, node: onnx.NodeProto) -> None:
@@ -424,14 +502,18 @@ class _Importer:
         self.add(node, leakyrelu.OP, [self.value(node.input[0], node)], leakyrelu.Attrs(int(code[0]), int(frac)))
 
     def on_Flatten(self, node: onnx.NodeProto) -> None:
-        if _attr(node, "axis", 1) != 1:
-            raise UnsupportedModelError(f"node '{node.name}' (Flatten): only axis=1 is supported")
+        if self.axis(node, node.input[0], 1) != 1:
+            raise UnsupportedModelError(f"node '{node.name}' (Flatten): attribute axis={_attr(node, 'axis')} is not "
+                                        "supported (only 1)")
         self.add(node, flatten.OP, [self.value(node.input[0], node)], flatten.Attrs())
 
     def on_Reshape(self, node: onnx.NodeProto) -> None:
         shape = self.const(node.input[1], node, "the target shape").astype(np.int64).ravel()
-        if len(shape) != 2 or shape[1] not in (-1, int(np.prod(self._shape_of(node.input[0])))):
-            raise UnsupportedModelError(f"node '{node.name}' (Reshape): only flattening to (N, -1) is supported, got {shape.tolist()}")
+        zero_copies = not _attr(node, "allowzero", 0)  # allowzero=0: a 0 copies the input's dimension
+        if len(shape) != 2 or shape[1] not in (-1, int(np.prod(self._shape_of(node.input[0])))) or \
+                not (shape[0] in (-1, 1) or (shape[0] == 0 and zero_copies)):
+            raise UnsupportedModelError(f"node '{node.name}' (Reshape): only flattening to (N, -1) is supported, got "
+                                        f"{shape.tolist()} (allowzero={_attr(node, 'allowzero', 0)})")
         self.add(node, flatten.OP, [self.value(node.input[0], node)], flatten.Attrs())
 
     def _shape_of(self, name: str) -> tuple[int, ...]:
@@ -444,9 +526,12 @@ class _Importer:
         for node in self.model.graph.node:
             if node.name not in self.live:
                 continue
+            check_attributes(node, self.opset)
             if node.op_type == "Constant":
-                self.env[node.output[0]] = _Const(numpy_helper.to_array(node.attribute[0].t).astype(np.float64))
+                self.env[node.output[0]] = _Const(_constant_value(node))
                 continue
+            if node.op_type == "Dropout":
+                _inference_dropout(self, node)
             if node.op_type in ALIAS_OPS:
                 self.env[node.output[0]] = self.env.get(node.input[0])
                 continue

@@ -32,6 +32,9 @@ class Graph:
     #: The original ONNX input/output names and shapes (batch included) for the user.
     onnx_input: str = "x"
     onnx_output: str = "y"
+    #: IR value -> the name of the ONNX node whose (first) output it is: where the
+    #: independent executor's values are compared with ours, node by node.
+    origin: dict[str, str] = field(default_factory=dict)
 
     def type_of(self, value: str) -> TensorType:
         return self.values[value]

@@ -1,0 +1,220 @@
+"""Every attribute of every ONNX op the importer reads is accounted for: modelled, or refused
+in one line naming node, attribute and value.  Nothing is ignored.
+
+:data:`ATTRIBUTES` lists, per ONNX op type the importer handles, every attribute of its ONNX
+schema (all opsets 11 to 21; ``tests/frontend/test_attributes.py`` walks the schemas and
+fails on one missing here) and of the QONNX / Tessera custom ops.  Each is one of
+
+* :data:`MODELLED` -- the handler reads it and models every value it accepts, refusing the
+  others itself (``pads``, ``strides``, ``auto_pad``, Resize's coordinate transformation);
+* an :class:`Only` -- the values the flow models (the schema default among them); any other
+  value, present or implied by the opset's default, is refused here;
+* :data:`NO_EFFECT` -- the attribute cannot change what the modelled form computes (e.g.
+  Resize's ``cubic_coeff_a`` in nearest mode, Dropout's ``ratio`` at inference); the reason
+  is stated beside it.
+
+Two computations the handlers share also live here: explicit pads of ``auto_pad`` SAME_* (the
+ONNX formula), and the source index of ONNX nearest Resize, which must be the copy
+``floor(out / scale)`` the upsampling op models.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from ..errors import UnsupportedModelError
+from .recurrent import CONVLSTM_QUANTIZERS, GRU_QUANTIZERS, LSTM_QUANTIZERS
+
+
+@dataclass(frozen=True)
+class Only:
+    """The values of an attribute the flow models."""
+
+    values: tuple
+    why: str = ""
+
+    def allows(self, v) -> bool:
+        v = tuple(v) if isinstance(v, list) else v
+        if self.values == ("ones",):  # a per-dimension list, absent meaning all ones
+            return v is None or (isinstance(v, tuple) and all(d == 1 for d in v))
+        return v in self.values
+
+
+class _Marker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+MODELLED = _Marker("MODELLED")
+NO_EFFECT = _Marker("NO_EFFECT")
+ONES = Only(("ones",), "every dilation 1")
+
+_POOL = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
+         "ceil_mode": Only((0,), "floor mode"), "dilations": ONES}
+_CONV = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
+         "group": Only((1,), "no grouped convolution"), "dilations": ONES}
+
+
+def _quantizer_attributes(names, suffixes) -> dict:
+    return {f"{q}_{s}": MODELLED for q in names for s in suffixes}
+
+
+ATTRIBUTES: dict[str, dict[str, object]] = {
+    "Conv": _CONV,
+    "ConvTranspose": {**_CONV, "output_padding": MODELLED, "output_shape": Only((None,), "no output_shape")},
+    "Gemm": {"alpha": Only((1.0,)), "beta": Only((1.0,)), "transA": Only((0,)), "transB": MODELLED},
+    "MatMul": {},
+    "Add": {},
+    "Concat": {"axis": MODELLED},
+    "Relu": {},
+    "LeakyRelu": {"alpha": MODELLED},
+    "Sigmoid": {},
+    "Tanh": {},
+    "AveragePool": {**_POOL, "count_include_pad": MODELLED},
+    "GlobalAveragePool": {},
+    "MaxPool": {**_POOL, "storage_order": NO_EFFECT},  # it orders the Indices output, which is refused
+    "Flatten": {"axis": MODELLED},
+    "Reshape": {"allowzero": MODELLED},
+    "Resize": {"mode": Only((b"nearest", "nearest"), "nearest-neighbour"), "coordinate_transformation_mode": MODELLED,
+               "nearest_mode": MODELLED, "axes": Only((None,), "scales on every axis"),
+               # no effect on nearest resizing without tf_crop_and_resize (refused), per the spec:
+               "cubic_coeff_a": NO_EFFECT, "exclude_outside": NO_EFFECT, "extrapolation_value": NO_EFFECT,
+               "antialias": NO_EFFECT, "keep_aspect_ratio_policy": NO_EFFECT},  # the last one only with `sizes`
+    "Transpose": {"perm": MODELLED},
+    "Gather": {"axis": MODELLED},
+    "Identity": {},
+    "Dropout": {"ratio": NO_EFFECT, "seed": NO_EFFECT},  # inference: the input passes (training_mode refused)
+    "Constant": {"value": MODELLED, "value_float": MODELLED, "value_floats": MODELLED, "value_int": MODELLED,
+                 "value_ints": MODELLED, "sparse_value": Only((None,), "dense constants"),
+                 "value_string": Only((None,), "numeric constants"), "value_strings": Only((None,), "numeric constants")},
+    # QONNX custom ops (qonnx's IntQuant / BipolarQuant attributes)
+    "Quant": {"signed": MODELLED, "narrow": MODELLED, "rounding_mode": MODELLED},
+    "BipolarQuant": {},
+    # recurrent cells (docs/rnn_export.md): each quantizer's attributes, and the cell's own
+    "QuantLSTMCell": {**_quantizer_attributes(LSTM_QUANTIZERS, ("signed", "narrow", "narrow_range", "rounding_mode")),
+                      "batch_first": MODELLED, "reverse_input": MODELLED, "cifg": MODELLED},
+    "QuantGRUCell": {**_quantizer_attributes(GRU_QUANTIZERS, ("scale", "bit_width", "signed", "narrow", "rounding_mode")),
+                     "batch_first": MODELLED, "reverse_input": MODELLED, "hidden_size": MODELLED, "gate_order": MODELLED},
+    "QuantConvLSTMCell": {**_quantizer_attributes(CONVLSTM_QUANTIZERS, ("scale", "bit_width", "signed", "narrow",
+                                                                        "rounding_mode")),
+                          "batch_first": MODELLED, "hidden_channels": MODELLED, "kernel_size": MODELLED,
+                          "gate_order": MODELLED, "bias_on": MODELLED, "steps": MODELLED},
+}
+
+
+def attribute_value(a: onnx.AttributeProto):
+    v = onnx.helper.get_attribute_value(a)
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def check_attributes(node: onnx.NodeProto, opset: int) -> None:
+    """Refuse, naming node, attribute and value, any attribute of ``node`` (present, or the
+    default its opset implies) that the flow does not model."""
+    rules = ATTRIBUTES.get(node.op_type)
+    if rules is None:
+        return  # no handler: the importer refuses the op itself
+    present = {a.name: attribute_value(a) for a in node.attribute}
+    for name, value in present.items():
+        if name not in rules:
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute {name}={_show(value)} is not "
+                                        "modelled")
+    for name, rule in rules.items():
+        if not isinstance(rule, Only):
+            continue
+        value = present.get(name, schema_default(node, name, opset))
+        if not rule.allows(value):
+            supported = rule.why or ", ".join(_show(v) for v in rule.values)
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute {name}={_show(value)} is not "
+                                        f"supported (only {supported})")
+
+
+def schema_default(node: onnx.NodeProto, name: str, opset: int):
+    """The default of attribute ``name`` in ``node``'s ONNX schema at ``opset`` (None without one)."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset)
+    except Exception:  # noqa: BLE001 - no schema at this opset: no default
+        return None
+    a = schema.attributes.get(name)
+    if a is None or not a.default_value.name:
+        return None
+    return attribute_value(a.default_value)
+
+
+def _show(v) -> str:
+    if isinstance(v, onnx.TensorProto):
+        return f"<tensor {list(v.dims)}>"
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def explicit_pads(node: onnx.NodeProto, auto_pad: str, spatial: tuple[int, ...], kernel: tuple[int, ...],
+                  strides: tuple[int, ...], pads: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The begin-then-end pads an ``auto_pad`` mode means (ONNX: SAME_* keep ``ceil(in / s)``
+    outputs, the odd pad at the end for SAME_UPPER, at the begin for SAME_LOWER; VALID: none).
+    Explicit ``pads`` together with an auto_pad other than NOTSET are refused."""
+    n = len(kernel)
+    if auto_pad in ("NOTSET", ""):
+        return tuple(pads) if pads is not None else (0,) * (2 * n)
+    if pads is not None and any(pads):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute auto_pad={auto_pad} together "
+                                    f"with pads={list(pads)}")
+    if auto_pad == "VALID":
+        return (0,) * (2 * n)
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute auto_pad={auto_pad!r} is not an "
+                                    "ONNX auto_pad mode")
+    begin, end = [], []
+    for i in range(n):
+        total = (math.ceil(spatial[i] / strides[i]) - 1) * strides[i] + kernel[i] - spatial[i]
+        if total < 0:
+            # The ONNX formula asks for a negative pad here; onnxruntime clamps it for AveragePool and
+            # rejects it for MaxPool, the ONNX reference evaluator fails: no one meaning to model.
+            raise UnsupportedModelError(
+                f"node '{node.name}' ({node.op_type}): attribute auto_pad={auto_pad} with kernel_shape="
+                f"{list(kernel)}, strides={list(strides)} on spatial size {list(spatial)} asks for a negative pad "
+                f"({total} on axis {i}), which ONNX executors disagree on")
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else big)
+        end.append(big if auto_pad == "SAME_UPPER" else small)
+    return tuple(begin + end)
+
+
+def nearest_sources(out_len: int, in_len: int, scale: float, transform: str, nearest_mode: str) -> np.ndarray:
+    """The input index ONNX nearest Resize reads for each output index (opset 11+ formulas)."""
+    i = np.arange(out_len, dtype=np.float64)
+    if transform == "half_pixel":
+        x = (i + 0.5) / scale - 0.5
+    elif transform == "half_pixel_symmetric":
+        adj = out_len / (in_len * scale)
+        x = (i + 0.5) / scale - 0.5 + in_len / 2 * (1 - adj)  # ONNX's offset for non-integer output sizes
+    elif transform == "pytorch_half_pixel":
+        x = (i + 0.5) / scale - 0.5 if out_len > 1 else np.zeros_like(i)
+    elif transform == "align_corners":
+        x = i * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros_like(i)
+    elif transform == "asymmetric":
+        x = i / scale
+    else:
+        raise ValueError(transform)
+    if nearest_mode == "round_prefer_floor":
+        r = np.where(x - np.floor(x) == 0.5, np.floor(x), np.round(x))
+    elif nearest_mode == "round_prefer_ceil":
+        r = np.where(x - np.floor(x) == 0.5, np.ceil(x), np.round(x))
+    elif nearest_mode == "floor":
+        r = np.floor(x)
+    elif nearest_mode == "ceil":
+        r = np.ceil(x)
+    else:
+        raise ValueError(nearest_mode)
+    return np.clip(r, 0, in_len - 1).astype(np.int64)
+
+
+__all__ = ["ATTRIBUTES", "MODELLED", "NO_EFFECT", "Only", "attribute_value", "check_attributes", "explicit_pads",
+           "nearest_sources", "schema_default"]
