@@ -1,8 +1,14 @@
-"""Bit-exact verification: C-simulation == exact onnxruntime reference on every output.
+"""Bit-exact verification, on every output of every sample:
 
-Also reports how often the user's own exported model (run with qonnx ``execute_onnx`` for
-QONNX, onnxruntime for plain ONNX/QCDQ) agrees with the exact reference: float32 tools
-round, and users should see where.
+1. the C-simulation == the exact onnxruntime reference (and the reference == the integer
+   semantics);
+2. the exact reference == the user's own file run by an independent executor in float64
+   (:mod:`.independent`), every difference failing unless proven to be a rounding float64
+   cannot decide; for recurrent cells, which no ONNX executor runs, the training
+   framework's outputs on the real inputs (``expected``) are that executor.
+
+Also reported, not a verdict: how often the user's own tools in float32 (qonnx
+``execute_onnx`` for QONNX, onnxruntime for plain ONNX/QCDQ) agree with the exact reference.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from .writer import read_manifest, sha256
 from .errors import InputDataError, ProjectError
 from .frontend import compile_ir
 from .frontend.recurrent import RECURRENT_OPS
+from .independent import IndependentReport, independent_check
 from .ops.quant import quantize_float
 from .reference.model import OrtReference, reference_model
 from .reference.interpret import run_ir
@@ -40,10 +47,38 @@ class VerifyReport:
     user_model: dict = field(default_factory=dict)
     #: the training framework's outputs on the real inputs (``expected``) against the reference
     framework: dict = field(default_factory=dict)
+    #: the exact reference against the user's file run by the independent executor
+    independent: dict = field(default_factory=dict)
+    #: whether a model without an independent executor fails (``require_independent``)
+    independent_required: bool = False
     seconds: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def independent_passed(self) -> bool:
+        ind = self.independent
+        if ind.get("none") is not None:
+            return not self.independent_required
+        return ind.get("error") is None and ind.get("differing_outputs", 0) == 0
+
+    @property
+    def passed(self) -> bool:
+        """Every check: C-simulation == reference == integer semantics, the testbench, and the
+        independent check."""
+        return (self.mismatches == 0 and self.reference_vs_integer_semantics_mismatches == 0
+                and self.testbench.startswith("passed") and self.independent_passed)
+
+    def independent_line(self) -> str:
+        """The independent check's line of the report."""
+        ind = self.independent
+        line = IndependentReport(**{k: v for k, v in ind.items() if k in IndependentReport.__dataclass_fields__}).line()
+        if ind.get("unchecked_samples"):
+            line += f"; {ind['unchecked_samples']} random samples without one ({ind['unchecked_reason']})"
+        if ind.get("none") is not None and self.independent_required:
+            line += " -- required (--require-independent)"
+        return line
 
 
 def _first_mismatches(ref: np.ndarray, got: np.ndarray, limit: int = 10) -> list[dict]:
@@ -142,8 +177,44 @@ def load_inputs(path: str | Path, manifest: dict) -> np.ndarray:
     return quantize_inputs(read_array(path), manifest, str(path))
 
 
+def _framework_as_independent(framework: dict, n_data: int, n_random: int, cells: list[str]) -> dict:
+    """For recurrent cells: the framework's outputs on --data are the independent executor."""
+    d = IndependentReport("the training framework's outputs on --data (--expected)", samples=n_data,
+                          outputs=framework["outputs"], equal=framework["outputs"] - framework["differing_outputs"],
+                          differing_outputs=framework["differing_outputs"]).to_dict()
+    if framework["differing_outputs"]:
+        d["first_differing_node"] = f"the graph output (max |difference| {framework['max_abs_difference']:.3g})"
+    return {**d, "unchecked_samples": n_random, "unchecked_reason": f"no ONNX executor runs {', '.join(cells)}"}
+
+
+def _oracle_as_independent(oracle, name: str, graph, codes: np.ndarray, ref: np.ndarray) -> dict:
+    """A caller's executor of the user's model (e.g. brevitas' forward of the trained module,
+    for recurrent cells no ONNX executor runs) as the independent check, on every sample."""
+    n = len(codes)
+    x = np.ldexp(codes.astype(np.float64), -graph.values[graph.input].ftype.frac)
+    theirs = np.asarray(oracle(x), dtype=np.float64).reshape(n, -1)
+    ours = np.ldexp(ref.astype(np.float64), -graph.values[graph.output].ftype.frac).reshape(n, -1)
+    rep = IndependentReport(name, samples=n, outputs=int(ours.size))
+    if theirs.shape != ours.shape:
+        rep.differing_outputs = rep.outputs
+        rep.first_differing_node = f"the graph output ({theirs.shape[1]} values per sample, {ours.shape[1]} compiled)"
+        return rep.to_dict()
+    differ = theirs != ours
+    rep.equal, rep.differing_outputs = int((~differ).sum()), int(differ.sum())
+    rep.first_differences = [{"sample": int(a), "output": int(b), "exact": float(ours[a, b]), "independent": float(theirs[a, b])}
+                             for a, b in np.argwhere(differ)[:10]]
+    if rep.differing_outputs:
+        rep.first_differing_node = "the graph output"
+    return rep.to_dict()
+
+
 def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: int = 0, data: str | Path | None = None,
-           user_samples: int = 100, progress=None, expected: str | Path | None = None) -> VerifyReport:
+           user_samples: int = 100, progress=None, expected: str | Path | None = None,
+           require_independent: bool = False, oracle=None, oracle_name: str | None = None) -> VerifyReport:
+    """``oracle``: a caller's executor of the user's model (real inputs ``(N, *shape)`` -> real
+    outputs), the independent check where no ONNX executor runs the model (recurrent cells)."""
+    import onnx
+
     t0 = time.perf_counter()
     if expected is not None and data is None:
         raise InputDataError("--expected needs --data: the framework's outputs are compared on those inputs")
@@ -174,12 +245,24 @@ def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: i
     t7 = time.perf_counter()
     mismatches = int(np.sum(ref != got))
     framework = framework_agreement(expected, ref[n_random:], graph) if expected is not None else {}
+    user_file = onnx.load(str(model_path))
+    cells = sorted({n.op_type for n in user_file.graph.node if n.op_type in RECURRENT_OPS})
+    if cells and oracle is not None:
+        independent = _oracle_as_independent(oracle, oracle_name or "the caller's executor", graph, codes, ref)
+    elif cells and framework:
+        independent = _framework_as_independent(framework, n_data, n_random, cells)
+    else:
+        independent = independent_check(user_file, graph, codes, ref, unrunnable=cells).to_dict()
+        if cells:
+            independent["none"] += "; pass the training framework's outputs on --data with --expected"
+    t8 = time.perf_counter()
     return VerifyReport(
         model=str(model_path), project=str(prj), samples=int(len(codes)), outputs=int(ref.size), mismatches=mismatches,
         first_mismatches=_first_mismatches(ref, got), random_samples=n_random, data_samples=n_data,
         reference_vs_integer_semantics_mismatches=int(np.sum(ref != sem)),
         testbench=f"{'passed' if tb_status == 0 else 'FAILED'}: {tb_line}", user_model=user, framework=framework,
+        independent=independent, independent_required=require_independent,
         seconds={"frontend": round(t1 - t0, 3), "reference": round(t2 - t1, 3), "integer_semantics": round(t3 - t2, 3),
                  "csim_build": round(t4 - t3, 3), "csim_run": round(t5 - t4, 3), "testbench": round(t6 - t5, 3),
-                 "user_model": round(t7 - t6, 3)},
+                 "user_model": round(t7 - t6, 3), "independent": round(t8 - t7, 3)},
     )

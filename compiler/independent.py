@@ -1,0 +1,327 @@
+"""The independent executor: the user's own ONNX file, run by code that shares nothing with
+Tessera's reading of it.
+
+``verify`` proves that the C-simulation computes what the exact reference computes; both
+come from the IR the frontend builds.  This module closes the loop to the model itself: the
+user's original file runs in ONNX's own reference evaluator (``onnx.reference``), with
+qonnx's functions for the QONNX custom ops (``Quant``, ``BipolarQuant``, ``Trunc``,
+``MultiThreshold``), in float64 (initializers, inputs and every float tensor upcast), and its
+output must equal the exact reference's on every sample.
+
+float64 decides every value of a power-of-two quantized model exactly except where the
+model itself divides or calls a transcendental function (an average, a sigmoid): a Quant
+after such a value can round either way when the exact value sits on a rounding boundary
+float64 cannot represent.  A differing sample is accepted as such only when it is *proven*
+so: at the first node whose output differs (compared node by node with the exact values),
+it is a Quant and every differing element's pre-rounding value lies within
+:data:`BOUNDARY_DISTANCE` (relative) of a rounding boundary of its mode.  Those outputs are
+counted and listed, never silently accepted; every other difference fails ``verify``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+from .reference.interpret import run_ir
+
+#: A Quant's pre-rounding value this close (relative) to a rounding boundary of its mode is
+#: one float64 may misplace: it rounds each division or transcendental once (2**-53
+#: relative), far below this bound; exact values further away are decided alike.
+BOUNDARY_DISTANCE = 2.0**-40
+#: The domains of the QONNX custom ops (qonnx's own, and the names older exports use).
+QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas")
+EXECUTOR = "the user's model (ONNX reference evaluator, float64, qonnx's QONNX ops)"
+#: Differences listed in the report at most; differing samples diagnosed node by node at most.
+LISTED = 10
+DIAGNOSED = 50
+#: Rounding modes that round to nearest (their boundaries are the half-integers).
+NEAREST = ("ROUND", "HALF_EVEN", "HALF_UP", "HALF_DOWN")
+
+
+class IndependentError(Exception):
+    """The user's file could not be run by the independent executor."""
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def qonnx_ops() -> list[type]:
+    """ONNX reference-evaluator ops for the QONNX custom ops of every domain, each calling
+    qonnx's own function (no code of Tessera's semantics)."""
+    from onnx.reference.op_run import OpRun
+    from qonnx.custom_op.general.bipolar_quant import binary_quant
+    from qonnx.custom_op.general.multithreshold import multithreshold
+    from qonnx.custom_op.general.quant import quant
+    from qonnx.custom_op.general.trunc import trunc_v1
+
+    def run_quant(self, x, scale, zeropt, bitwidth, signed=1, narrow=0, rounding_mode="ROUND"):
+        return (quant(x, scale, zeropt, bitwidth, bool(signed), bool(narrow), _text(rounding_mode)),)
+
+    def run_bipolar(self, x, scale):
+        return (binary_quant(x, scale),)
+
+    def run_trunc(self, x, scale, zeropt, in_bits, out_bits, rounding_mode="FLOOR"):
+        return (trunc_v1(x, scale, zeropt, in_bits, out_bits, _text(rounding_mode)),)
+
+    def run_multithreshold(self, x, thresholds, out_dtype="", out_scale=1.0, out_bias=0.0, data_layout="NCHW"):
+        y = multithreshold(x, thresholds, out_scale, out_bias, channels_last=_text(data_layout).endswith("C"))
+        return (np.asarray(y, dtype=x.dtype),)
+
+    runs = {"Quant": run_quant, "BipolarQuant": run_bipolar, "Trunc": run_trunc, "MultiThreshold": run_multithreshold}
+    return [type(op, (OpRun,), {"op_domain": domain, "_run": fn, "__module__": __name__})
+            for domain in QONNX_DOMAINS for op, fn in runs.items()]
+
+
+def float64_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose float tensors are all float64: initializers, constants,
+    inputs, outputs, value infos, and casts to float."""
+    m = copy.deepcopy(model)
+    low = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16)
+
+    def up(t: onnx.TensorProto) -> onnx.TensorProto:
+        if t.data_type in low:
+            return numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name)
+        return t
+
+    g = m.graph
+    inits = [up(t) for t in g.initializer]
+    del g.initializer[:]
+    g.initializer.extend(inits)
+    for vi in [*g.input, *g.output, *g.value_info]:
+        if vi.type.tensor_type.elem_type in low:
+            vi.type.tensor_type.elem_type = TensorProto.DOUBLE
+    for node in g.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                a.t.CopyFrom(up(a.t))
+            elif node.op_type == "Cast" and a.name == "to" and a.i in low:
+                a.i = TensorProto.DOUBLE
+    return m
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+class IndependentExecutor:
+    """The user's file in float64 in ONNX's reference evaluator: :meth:`run` gives its output
+    for real-valued inputs, :meth:`run_all` every node's output too."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = float64_model(model)
+        g = self.model.graph
+        inits = {i.name for i in g.initializer}
+        inp = next(i for i in g.input if i.name not in inits)
+        self.input, self.output = inp.name, g.output[0].name
+        dims = inp.type.tensor_type.shape.dim
+        # a batch dimension fixed to 1 (e.g. a Reshape to (1, -1)): one sample at a time
+        self.per_sample = len(dims) > 0 and dims[0].HasField("dim_value") and dims[0].dim_value == 1
+        self.nodes = list(g.node)
+        self.session = self._session([self.output])
+        self._all = None
+
+    def _session(self, outputs: list[str]):
+        from onnx.reference import ReferenceEvaluator
+
+        m = self.model
+        if outputs != [self.output]:
+            m = copy.deepcopy(self.model)
+            known = {o.name for o in m.graph.output}
+            m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in outputs if n not in known)
+        try:
+            return ReferenceEvaluator(m, new_ops=qonnx_ops())
+        except Exception as exc:  # noqa: BLE001 - the user's file: one line
+            raise IndependentError(_first_line(exc)) from None
+
+    def _evaluate(self, session, names: list[str], x: np.ndarray) -> list[np.ndarray]:
+        x = np.asarray(x, dtype=np.float64)
+        chunks = [x[i:i + 1] for i in range(len(x))] if self.per_sample else [x[i:i + 256] for i in range(0, len(x), 256)]
+        try:
+            outs = [session.run(names, {self.input: c}) for c in chunks]
+        except Exception as exc:  # noqa: BLE001
+            raise IndependentError(_first_line(exc)) from None
+        return [np.concatenate([np.asarray(o[k], dtype=np.float64) for o in outs]) for k in range(len(names))]
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        return self._evaluate(self.session, [self.output], x)[0]
+
+    def run_all(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """The first output of every node (and the graph output) on ``x``."""
+        names = list(dict.fromkeys(n.output[0] for n in self.nodes if n.output and n.output[0]))
+        if self._all is None:
+            self._all = self._session(names)
+        return dict(zip(names, self._evaluate(self._all, names, x)))
+
+
+@dataclass
+class IndependentReport:
+    """The independent check of one verify run."""
+
+    executor: str | None
+    samples: int = 0
+    outputs: int = 0
+    equal: int = 0
+    #: outputs that differ at a rounding float64 cannot decide (listed in ``undecidable``)
+    undecidable_outputs: int = 0
+    #: outputs that differ for any other reason: these fail verify
+    differing_outputs: int = 0
+    first_differences: list[dict] = field(default_factory=list)
+    undecidable: list[dict] = field(default_factory=list)
+    #: the first ONNX node whose output differs (node by node), on the first failing sample
+    first_differing_node: str | None = None
+    #: why there is no independent check (e.g. a recurrent cell no executor runs)
+    none: str | None = None
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.none is None and self.error is None and self.differing_outputs == 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self) -> str:
+        """verify's second-to-last line."""
+        if self.none is not None:
+            return f"independent check: none ({self.none})"
+        if self.error is not None:
+            return f"independent check: FAILED, the user's model could not be run: {self.error}"
+        if self.differing_outputs:
+            where = f"; first differing node: {self.first_differing_node}" if self.first_differing_node else ""
+            return (f"independent check: FAILED, {self.differing_outputs} of {self.outputs} outputs differ from "
+                    f"{self.executor}{where}")
+        tail = f"; {self.undecidable_outputs} differ at roundings float64 cannot decide (listed in the report)" \
+            if self.undecidable_outputs else ""
+        return f"independent check: {self.equal}/{self.outputs} outputs equal {self.executor}{tail}"
+
+
+def _boundary_distance(v: np.ndarray, mode: str) -> np.ndarray:
+    """Relative distance of pre-rounding values to the nearest rounding boundary of ``mode``
+    (half-integers for the round-to-nearest modes, integers for the others)."""
+    shift = 0.5 if mode.upper() in NEAREST else 0.0
+    d = np.abs((v - shift) - np.round(v - shift))
+    return d / np.maximum(np.abs(v), 1.0)
+
+
+def _quant_inputs(executor: IndependentExecutor, node: onnx.NodeProto, values: dict) -> tuple[np.ndarray, str] | None:
+    """(pre-rounding value x / scale + zero point, rounding mode) of a Quant node."""
+    if node.op_type != "Quant":
+        return None
+    inits = {i.name: numpy_helper.to_array(i) for i in executor.model.graph.initializer}
+    get = lambda n: values[n] if n in values else inits.get(n)  # noqa: E731
+    x, scale, zp = get(node.input[0]), get(node.input[1]), get(node.input[2])
+    if x is None or scale is None or zp is None:
+        return None
+    mode = next((_text(onnx.helper.get_attribute_value(a)) for a in node.attribute if a.name == "rounding_mode"), "ROUND")
+    return np.asarray(x, dtype=np.float64) / scale + zp, mode
+
+
+def diagnose(executor: IndependentExecutor, graph, x: np.ndarray, exact_values: dict[str, np.ndarray]
+             ) -> list[tuple[str | None, bool, dict | None]]:
+    """Per sample of ``x``: (the first ONNX node whose output differs from the exact value of
+    the IR value it corresponds to, whether that difference is a rounding float64 cannot
+    decide, one listed element of it).  ``exact_values``: IR value -> exact real values."""
+    values = executor.run_all(x)
+    by_node = {v: k for k, v in graph.origin.items()}  # ONNX node name -> IR value
+    out = []
+    for i in range(len(x)):
+        found = (None, False, None)
+        for node in executor.nodes:
+            ir = by_node.get(node.name)
+            if ir is None or ir not in exact_values or node.output[0] not in values:
+                continue
+            theirs, ours = values[node.output[0]][i], exact_values[ir][i]
+            if theirs.size != ours.size:
+                found = (node.name, False, {"node": node.name, "reason": f"shape {list(theirs.shape)} in the user's "
+                                            f"model, {list(ours.shape)} compiled"})
+                break
+            differ = np.flatnonzero(theirs.reshape(-1) != ours.reshape(-1))
+            if not differ.size:
+                continue
+            pre = _quant_inputs(executor, node, {k: v[i] for k, v in values.items()})
+            undecidable = False
+            if pre is not None:
+                v, mode = pre
+                dist = _boundary_distance(np.asarray(v).reshape(-1)[differ], mode)
+                undecidable = bool(np.all(dist <= BOUNDARY_DISTANCE))
+            e = int(differ[0])
+            found = (node.name, undecidable, {"node": node.name, "element": e, "exact": float(ours.reshape(-1)[e]),
+                                              "independent": float(theirs.reshape(-1)[e]),
+                                              **({"pre_rounding": float(np.asarray(pre[0]).reshape(-1)[e]),
+                                                  "rounding_mode": pre[1]} if pre is not None else {})})
+            break
+        out.append(found)
+    return out
+
+
+def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.ndarray,
+                      unrunnable: list[str] | None = None) -> IndependentReport:
+    """Run the user's ``model`` on ``codes`` (as real values) and compare with the exact
+    reference's output codes ``ref``: every output equal, or proven undecidable in float64.
+    ``unrunnable``: op types of the model no ONNX executor runs (no check then)."""
+    if unrunnable:
+        return IndependentReport(None, none=f"no ONNX executor runs {', '.join(unrunnable)}")
+    rep = IndependentReport(EXECUTOR)
+    n = len(codes)
+    fin, fout = graph.values[graph.input].ftype.frac, graph.values[graph.output].ftype.frac
+    x = np.ldexp(np.asarray(codes, dtype=np.float64), -fin)
+    try:
+        executor = IndependentExecutor(model)
+        theirs = executor.run(x).reshape(n, -1)
+    except IndependentError as exc:
+        rep.error = str(exc)
+        return rep
+    ours = np.ldexp(np.asarray(ref, dtype=np.float64), -fout).reshape(n, -1)
+    rep.samples, rep.outputs = n, int(ours.size)
+    same_shape = theirs.shape == ours.shape
+    if same_shape:
+        differ = theirs != ours
+        rep.equal = int((~differ).sum())
+        bad = np.flatnonzero(differ.any(axis=1))
+        for s_, o_ in np.argwhere(differ)[:LISTED]:
+            rep.first_differences.append({"sample": int(s_), "output": int(o_), "exact": float(ours[s_, o_]),
+                                          "independent": float(theirs[s_, o_])})
+    else:  # nothing to compare element by element: every output differs
+        rep.differing_outputs = rep.outputs
+        bad = np.arange(n)
+    if not len(bad):
+        return rep
+    diagnosed = bad[:DIAGNOSED]
+    values = run_ir(graph, np.asarray(codes)[diagnosed], keep=set(graph.origin))
+    exact = {v: np.ldexp(c.astype(np.float64), -graph.values[v].ftype.frac) for v, c in values.items()}
+    for sample, (node, undecidable, detail) in zip(diagnosed, diagnose(executor, graph, x[diagnosed], exact)):
+        k = int((theirs[sample] != ours[sample]).sum()) if same_shape else 0
+        if undecidable and same_shape:
+            rep.undecidable_outputs += k
+            if len(rep.undecidable) < LISTED:
+                rep.undecidable.append({"sample": int(sample), "outputs": k, **(detail or {})})
+            continue
+        rep.differing_outputs += k
+        if rep.first_differing_node is None and node is not None:
+            rep.first_differing_node = _describe(node, detail)
+    if same_shape:  # samples beyond the diagnosed ones are not proven undecidable
+        rep.differing_outputs += int((theirs[bad[DIAGNOSED:]] != ours[bad[DIAGNOSED:]]).sum())
+    if rep.differing_outputs and rep.first_differing_node is None:
+        rep.first_differing_node = ("the graph output (no node before it differs)" if same_shape else
+                                    f"the graph output ({theirs.shape[1]} values per sample in the user's model, "
+                                    f"{ours.shape[1]} compiled)")
+    return rep
+
+
+def _describe(node: str, detail: dict | None) -> str:
+    if detail and "reason" in detail:
+        return f"'{node}' ({detail['reason']})"
+    if detail:
+        return f"'{node}' (element {detail['element']}: exact {detail['exact']:.9g}, user's model {detail['independent']:.9g})"
+    return f"'{node}'"
+
+
+__all__ = ["BOUNDARY_DISTANCE", "EXECUTOR", "IndependentError", "IndependentExecutor", "IndependentReport", "diagnose",
+           "float64_model", "independent_check", "qonnx_ops"]
