@@ -1,10 +1,13 @@
-"""A longer fuzzing campaign than CI's (issue 9): mutated real exports through the frontend,
-the exact reference and, for many compiled mutants, ``tessera compile`` + g++ C-simulation
-``tessera verify``.  Runs the same tests as CI (tests/reliability/test_fuzz_frontend.py)
-with more cases and writes docs/results/fuzz.{json,md}.
+"""A longer fuzzing campaign than CI's: mutated real exports through the frontend, the exact
+reference, the independent executor of the mutated file and, for many compiled mutants,
+``tessera compile`` + g++ C-simulation ``tessera verify``; and random graphs of the supported
+ops with random (modelled and unmodelled) attributes, each refused in one line or equal to
+the user's file run in float64.  Runs the same tests as CI
+(tests/reliability/test_fuzz_frontend.py, tests/reliability/test_oracle_property.py) with
+more cases and writes docs/results/fuzz.{json,md}.
 
-    python bench/fuzz.py                      # 1500 cases, 12 C-simulated mutants
-    python bench/fuzz.py --cases 5000 --csim 40
+    python bench/fuzz.py                      # 1500 + 2000 cases, 12 + 12 C-simulated
+    python bench/fuzz.py --cases 5000 --csim 40 --graphs 10000
 """
 
 from __future__ import annotations
@@ -25,18 +28,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=1500)
     ap.add_argument("--csim", type=int, default=12)
+    ap.add_argument("--graphs", type=int, default=2000, help="random graphs for the oracle property")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "fuzz.json"
         env = {**os.environ, "TESSERA_FUZZ_CASES": str(args.cases), "TESSERA_FUZZ_CSIM": str(args.csim),
+               "TESSERA_ORACLE_CASES": str(args.graphs), "TESSERA_ORACLE_CSIM": str(args.csim),
                "TESSERA_FUZZ_REPORT": str(report)}
         t0 = time.perf_counter()
         res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              str(ROOT / "tests" / "reliability" / "test_fuzz_frontend.py")], env=env, cwd=ROOT)
+                              str(ROOT / "tests" / "reliability" / "test_fuzz_frontend.py"),
+                              str(ROOT / "tests" / "reliability" / "test_oracle_property.py")], env=env, cwd=ROOT)
         data = json.loads(report.read_text()) if report.is_file() else {}
     data["pytest_exit_status"] = res.returncode
-    data["settings"] = {"cases": args.cases, "csim": args.csim, "seconds": round(time.perf_counter() - t0, 1)}
+    data["settings"] = {"cases": args.cases, "csim": args.csim, "graphs": args.graphs,
+                        "seconds": round(time.perf_counter() - t0, 1)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "fuzz.json").write_text(json.dumps(data, indent=1) + "\n")
     lines = ["# Fuzzing campaign (`python bench/fuzz.py`)", "",
@@ -67,6 +74,23 @@ def main() -> int:
         d = data.get(name)
         if d:
             lines += ["", f"Mutation kinds ({name}): " + ", ".join(f"{k} {v}" for k, v in sorted(d["mutations"].items()))]
+    f = data.get("feedforward")
+    if f:
+        lines += ["", f"Independent executor (the mutated file itself, ONNX reference evaluator in float64): "
+                      f"{f['independent_equal_outputs']} outputs of the compiled feed-forward mutants equal the exact "
+                      f"reference, {f['independent_undecidable_outputs']} undecidable (a Quant input within 2^-40 of a "
+                      f"rounding boundary), 0 differ."]
+    o = data.get("oracle_property")
+    if o:
+        lines += ["", f"Oracle property ({o['cases']} random graphs of Quant, Conv, MaxPool, AveragePool, Relu, "
+                      f"LeakyRelu, Resize, GlobalAveragePool with random attributes, opset 13 and 19): {o['refused']} "
+                      f"refused in one line ({', '.join(f'{k} {v}' for k, v in sorted(o['refusals'].items()))}), "
+                      f"{o['compiled']} compiled, {o['equal']} of {o['outputs']} outputs equal the user's file run by "
+                      f"the independent executor, {o['undecidable']} undecidable, 0 differ; {o['seconds']} s."]
+    oc = data.get("oracle_property_csim")
+    if oc:
+        lines += ["", f"Random graphs through compile + C-simulation verify: {oc['verified']} verified, "
+                      f"{oc['outputs']} outputs, 0 mismatches; {oc['seconds']} s."]
     (args.out / "fuzz.md").write_text("\n".join(lines) + "\n")
     print((args.out / "fuzz.md").read_text())
     return res.returncode

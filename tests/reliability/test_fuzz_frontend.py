@@ -1,5 +1,7 @@
 """Bounded fuzzing: mutated real exports either compile to a project that verifies, or are
-refused with a one-line TesseraError; never an unhandled exception, a hang or a crash.
+refused with a one-line TesseraError; never an unhandled exception, a hang or a crash.  A
+compiled feed-forward mutant also equals the mutated file itself, run by the independent
+executor (compiler/independent.py).
 
 Mutations touch attributes, initializer values and shapes, graph edges and op types of
 Brevitas/QONNX exports.  Every case runs the frontend and the exact reference (reference ==
@@ -25,6 +27,7 @@ from onnx import numpy_helper
 
 from tessera.compiler.errors import TesseraError
 from tessera.compiler.frontend import compile_ir
+from tessera.compiler.independent import independent_check
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
@@ -104,11 +107,12 @@ def _alarm(signum, frame):
     raise _Hang()
 
 
-def _fuzz(seeds, rng, n_cases, n_samples, tmp_path) -> dict:
-    """Mutate the seeds ``n_cases`` times: each case compiles and stays exact, or is refused
-    with a one-line TesseraError; anything else fails the test."""
+def _fuzz(seeds, rng, n_cases, n_samples, tmp_path, independent: bool = True) -> dict:
+    """Mutate the seeds ``n_cases`` times: each case compiles and stays exact -- the reference
+    equals the integer semantics and (``independent``) the mutated file itself run by the
+    independent executor -- or is refused with a one-line TesseraError; anything else fails."""
     outcomes = {"cases": n_cases, "compiled": 0, "refused": 0, "refusals_by_error": {}, "compiled_paths": [],
-                "mutations": {}}
+                "mutations": {}, "independent_equal_outputs": 0, "independent_undecidable_outputs": 0}
     seen = set()
     old = signal.signal(signal.SIGALRM, _alarm)
     try:
@@ -135,7 +139,13 @@ def _fuzz(seeds, rng, n_cases, n_samples, tmp_path) -> dict:
                 except Exception as exc:  # pragma: no cover - this is the failure the test looks for
                     pytest.fail(f"case {case} ({what}): unhandled {type(exc).__name__}: {exc}")
                 codes = sample_codes(g.values[g.input], n_samples, seed=case)
-                assert np.array_equal(reference.run(codes), run_ir(g, codes)), what
+                ref = reference.run(codes)
+                assert np.array_equal(ref, run_ir(g, codes)), what
+                if independent:
+                    rep = independent_check(model, g, codes, ref)
+                    assert rep.passed, (what, rep.line(), rep.to_dict())
+                    outcomes["independent_equal_outputs"] += rep.equal
+                    outcomes["independent_undecidable_outputs"] += rep.undecidable_outputs
             finally:
                 signal.alarm(0)
             outcomes["compiled"] += 1
@@ -240,7 +250,8 @@ def _recurrent_seeds(tmp_path):
 def test_fuzz_recurrent_frontend_never_crashes(tmp_path):
     """The same mutations on exported LSTM / GRU classifiers and a ConvLSTM frame predictor."""
     t0 = time.perf_counter()
-    outcomes = _fuzz(_recurrent_seeds(tmp_path), np.random.default_rng(7), max(30, N_CASES // 3), 8, tmp_path)
+    outcomes = _fuzz(_recurrent_seeds(tmp_path), np.random.default_rng(7), max(30, N_CASES // 3), 8, tmp_path,
+                     independent=False)  # no ONNX executor runs the cells
     assert outcomes["compiled"] > 0 and outcomes["refused"] > 0, outcomes
     outcomes["seconds"] = round(time.perf_counter() - t0, 1)
     _report("recurrent", outcomes)

@@ -1,0 +1,185 @@
+"""Property: random small QONNX graphs of the supported ops, with random attributes (modelled
+and unmodelled values, odd shapes), are refused by the compiler in one line, or compile to a
+design that equals the user's file itself -- run by the independent executor in float64 --
+on every sample.  A few C-simulate too.
+
+CI runs ``TESSERA_ORACLE_CASES`` (default 200) cases; ``python bench/fuzz.py`` runs thousands
+and writes the counts into docs/results/fuzz.md (``TESSERA_FUZZ_REPORT``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tessera.compiler import api
+from tessera.compiler.errors import TesseraError
+from tessera.compiler.independent import independent_check
+from tessera.compiler.reference.model import OrtReference, reference_model
+from tessera.compiler.samples import sample_codes
+
+N_CASES = int(os.environ.get("TESSERA_ORACLE_CASES", "200"))
+N_CSIM = int(os.environ.get("TESSERA_ORACLE_CSIM", "2"))
+MODES = ["ROUND", "HALF_EVEN", "FLOOR", "CEIL", "DOWN", "UP", "HALF_UP", "HALF_DOWN"]
+AUTO_PADS = ["NOTSET", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]
+
+
+class _Builder:
+    def __init__(self, rng: np.random.Generator):
+        self.rng, self.nodes, self.inits, self.n = rng, [], [], 0
+
+    def name(self, hint: str) -> str:
+        self.n += 1
+        return f"{hint}_{self.n}"
+
+    def const(self, value, hint="c") -> str:
+        name = self.name(hint)
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
+        return name
+
+    def node(self, op, inputs, **attrs) -> str:
+        out = self.name(op.lower())
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def quant(self, x: str, bits=None, signed=None) -> str:
+        r = self.rng
+        bits = int(bits or r.integers(3, 9))
+        signed = int(r.integers(0, 2)) if signed is None else signed
+        out = self.name("quant")
+        self.nodes.append(helper.make_node(
+            "Quant", [x, self.const(2.0 ** -int(r.integers(1, 6))), self.const(0.0), self.const(float(bits))], [out],
+            domain="qonnx.custom_op.general", name=out, signed=signed, narrow=int(r.random() < 0.15),
+            rounding_mode=str(r.choice(MODES))))
+        return out
+
+
+def _pads(r, n: int, k) -> dict:
+    auto = str(r.choice(AUTO_PADS))
+    if auto != "NOTSET":
+        return {"auto_pad": auto}
+    return {"pads": [int(r.integers(0, kk)) for kk in k] * 2} if r.random() < 0.6 else {}
+
+
+def random_model(r: np.random.Generator, path: Path) -> Path:
+    """A random graph: Quant(x) -> 1..3 layers -> Quant, opset 13 or 19."""
+    b = _Builder(r)
+    c, h, w = int(r.integers(1, 4)), int(r.integers(3, 9)), int(r.integers(3, 9))
+    c_in = c
+    x = b.quant("x", signed=1)
+    for _ in range(int(r.integers(1, 4))):
+        k = [int(r.integers(1, 4)), int(r.integers(1, 4))]
+        s = [int(r.integers(1, 3)), int(r.integers(1, 3))]
+        op = r.choice(["conv", "maxpool", "avgpool", "relu", "leakyrelu", "resize", "gap"])
+        if op == "conv":
+            f = int(r.integers(1, 4))
+            wq = b.quant(b.const(r.integers(-8, 8, size=(f, c, *k)) * 2.0**-3), bits=5, signed=1)
+            extra = {"dilations": [2, 2]} if r.random() < 0.1 else {}
+            extra.update({"group": c} if c > 1 and r.random() < 0.1 else {})
+            x = b.quant(b.node("Conv", [x, wq], kernel_shape=k, strides=s, **_pads(r, 2, k), **extra))
+            c = f
+        elif op == "maxpool":
+            extra = {"ceil_mode": 1} if r.random() < 0.1 else {}
+            x = b.node("MaxPool", [x], kernel_shape=k, strides=s, **_pads(r, 2, k), **extra)
+        elif op == "avgpool":
+            x = b.quant(b.node("AveragePool", [x], kernel_shape=k, strides=s, count_include_pad=int(r.integers(0, 2)),
+                               **_pads(r, 2, k)))
+        elif op == "relu":
+            x = b.node("Relu", [x])
+        elif op == "leakyrelu":
+            x = b.node("LeakyRelu", [x], alpha=float(r.choice([0.125, 0.25, 0.1])))
+        elif op == "resize":
+            attrs = {"mode": "nearest"}
+            if r.random() < 0.7:
+                attrs["coordinate_transformation_mode"] = str(r.choice(
+                    ["half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners", "half_pixel_symmetric"]))
+            if r.random() < 0.7:
+                attrs["nearest_mode"] = str(r.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]))
+            x = b.node("Resize", [x, "", b.const([1, 1, int(r.integers(1, 4)), int(r.integers(1, 4))])], **attrs)
+        else:
+            x = b.quant(b.node("GlobalAveragePool", [x]))
+            break
+    b.quant(x)
+    b.nodes[-1].output[0] = "y"
+    inp = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c_in, h, w])
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])
+    g = helper.make_graph(b.nodes, "random", [inp], [out], b.inits)
+    opset = int(r.choice([13, 19]))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("qonnx.custom_op.general", 1)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def _cases(n: int, tmp_path: Path, seed: int = 11) -> dict:
+    out = {"cases": n, "refused": 0, "compiled": 0, "outputs": 0, "equal": 0, "undecidable": 0, "refusals": {},
+           "compiled_paths": []}
+    r = np.random.default_rng(seed)
+    for i in range(n):
+        path = random_model(r, tmp_path / f"case{i}.onnx")
+        try:
+            g = api.load_model(path)
+            ref_model = reference_model(g)
+        except TesseraError as exc:
+            msg = str(exc)
+            assert msg and "\n" not in msg and "Traceback" not in msg, msg
+            out["refused"] += 1
+            key = type(exc).__name__
+            out["refusals"][key] = out["refusals"].get(key, 0) + 1
+            continue
+        codes = sample_codes(g.values[g.input], 40, seed=i)
+        ref = OrtReference(ref_model).run(codes)
+        rep = independent_check(onnx.load(path), g, codes, ref)
+        assert rep.passed, (i, rep.line(), rep.to_dict(), [(n.op_type, {a.name: helper.get_attribute_value(a) for a in n.attribute})
+                                                           for n in onnx.load(path).graph.node])
+        out["compiled"] += 1
+        out["outputs"] += rep.outputs
+        out["equal"] += rep.equal
+        out["undecidable"] += rep.undecidable_outputs
+        out["compiled_paths"].append(str(path))
+    return out
+
+
+_RESULTS: dict = {}
+
+
+def _report(name: str, outcomes: dict) -> None:
+    target = os.environ.get("TESSERA_FUZZ_REPORT")
+    if target:
+        path = Path(target)
+        data = json.loads(path.read_text()) if path.is_file() else {}
+        data[name] = {k: v for k, v in outcomes.items() if k != "compiled_paths"}
+        path.write_text(json.dumps(data, indent=1))
+
+
+def test_random_graphs_are_refused_or_equal_the_users_model(tmp_path):
+    t0 = time.perf_counter()
+    out = _cases(N_CASES, tmp_path)
+    assert out["compiled"] > N_CASES // 10 and out["refused"] > N_CASES // 10, out  # both outcomes exercised
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    _RESULTS["oracle"] = out
+    _report("oracle_property", out)
+
+
+@pytest.mark.csim
+def test_random_graphs_csimulate_like_the_users_model(tmp_path):
+    """The first compiled random graphs all the way: compile, g++ C-simulation, verify (which
+    includes the independent check)."""
+    out = _RESULTS.get("oracle") or _cases(min(N_CASES, 60), tmp_path)
+    paths = out["compiled_paths"][:N_CSIM]
+    assert paths
+    t0, outputs = time.perf_counter(), 0
+    for i, path in enumerate(paths):
+        prj = api.compile_model(path, tmp_path / f"prj{i}", tb_samples=8).project
+        rep = api.verify_project(path, prj, samples=100, user_samples=0)
+        assert rep.passed and rep.mismatches == 0, (path, rep.independent_line(), rep.to_dict())
+        outputs += rep.outputs
+    _report("oracle_property_csim", {"verified": len(paths), "outputs": outputs,
+                                     "seconds": round(time.perf_counter() - t0, 1)})
