@@ -47,7 +47,8 @@ def csim_peak_rss_mb(prj: Path, codes) -> float:
 
 
 def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Path | None = None,
-                    user_samples: int = 100, seed: int = 0, tb_samples: int = 64) -> dict:
+                    user_samples: int = 100, seed: int = 0, tb_samples: int = 64, oracle=None,
+                    oracle_name: str | None = None) -> dict:
     """Compile ``onnx_path`` into ``prj`` (``io`` = ``parallel`` | ``stream``), build the
     C-simulation from scratch and verify it.  Returns one JSON-ready row."""
     graph = api.load_model(onnx_path)
@@ -57,7 +58,8 @@ def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Pat
     t0 = time.perf_counter()
     CSim(prj).build(rebuild=True)
     build_s = time.perf_counter() - t0
-    rep = api.verify_project(onnx_path, prj, samples=samples, seed=seed, data=data, user_samples=user_samples)
+    rep = api.verify_project(onnx_path, prj, samples=samples, seed=seed, data=data, user_samples=user_samples,
+                             oracle=oracle, oracle_name=oracle_name)
     rows = api.layer_table(graph)
     sec = rep.seconds
     return {
@@ -67,7 +69,8 @@ def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Pat
         "verify_samples": rep.samples, "verify_random_samples": rep.random_samples,
         "verify_data_samples": rep.data_samples, "verify_outputs": rep.outputs, "mismatches": rep.mismatches,
         "reference_vs_integer_semantics_mismatches": rep.reference_vs_integer_semantics_mismatches,
-        "testbench": rep.testbench, "user_model": rep.user_model, "verify_seconds": sec,
+        "testbench": rep.testbench, "user_model": rep.user_model, "independent": independent_summary(rep),
+        "verify_seconds": sec,
         "macs": int(sum(r["macs"] for r in rows)), "weight_bits": weight_bits(graph),
         "max_accumulator_bits": max(r["width"] for r in rows), "ops": len(graph.nodes),
     }
@@ -93,9 +96,34 @@ def plot_speed(axes, results: list[dict], labels: list[str], unit: str = "sample
         ax.set_xticks(xs, labels, rotation=60, ha="right", fontsize=7)
 
 
+def independent_summary(rep) -> dict:
+    """The independent check of a verify report, for a results row."""
+    ind = rep.independent
+    return {k: ind.get(k) for k in ("executor", "samples", "outputs", "equal", "undecidable_outputs", "differing_outputs",
+                                    "first_differing_node", "none", "error")} | {"passed": rep.independent_passed}
+
+
+def independent_cell(r: dict) -> str:
+    """'equal/outputs' of the independent check (or why there is none)."""
+    ind = r.get("independent") or {}
+    if ind.get("none"):
+        return "none"
+    if ind.get("error"):
+        return "error"
+    cell = f"{ind.get('equal', 0):,}/{ind.get('outputs', 0):,}"
+    if ind.get("undecidable_outputs"):
+        cell += f" ({ind['undecidable_outputs']} undecidable)"
+    return cell
+
+
+#: Header cells of :func:`common_cells`.
+COMMON_HEADER = ("compile s | C-sim build s | C-sim samples/s | ORT ref samples/s | verified samples (random + data) | "
+                 "outputs | mismatches | independent check (equal/outputs)")
+
+
 def common_cells(r: dict) -> str:
     """Markdown cells shared by the HLS benchmark tables: compile s | C-sim build s | C-sim/s |
-    reference/s | verified samples (random + data) | outputs | mismatches."""
+    reference/s | verified samples (random + data) | outputs | mismatches | independent check."""
     return (f"{r['compile_s']} | {r['csim_build_s']} | {r['csim_samples_per_s']} | {r['ort_reference_samples_per_s']} | "
             f"{r['verify_samples']} ({r['verify_random_samples']} + {r['verify_data_samples']}) | "
-            f"{r['verify_outputs']:,} | {r['mismatches']}")
+            f"{r['verify_outputs']:,} | {r['mismatches']} | {independent_cell(r)}")

@@ -30,13 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from hls_bench import common_cells, csim_peak_rss_mb, measure_project, plot_speed
+from hls_bench import COMMON_HEADER, common_cells, csim_peak_rss_mb, measure_project, plot_speed
 from tessera.compiler import api
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
 
 ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = ("fp", "binary", "ternary", "quaternary")
+#: The independent executor of the recurrent cells (no ONNX executor runs them).
+BREVITAS = "brevitas' forward of the trained module"
 
 
 def prepare(cell: str, weights: str, work: Path, steps: int, max_real: int):
@@ -85,7 +87,8 @@ def bench_one(cell, weights, io, work, steps, samples, max_real) -> dict:
     graph = api.load_model(onnx_path)
     prj = work / f"{cell}_{weights}_hls" / f"prj_{io}"
     row = {"cell": cell, "weights": weights, "steps": steps,
-           **measure_project(onnx_path, prj, io, samples, data=real, user_samples=0)}
+           **measure_project(onnx_path, prj, io, samples, data=real, user_samples=0,
+                             oracle=lambda x: brevitas_from_embedded(model, x), oracle_name=BREVITAS)}
     # the exact reference against brevitas on the same sequences (random + real)
     sim = api.simulation(prj)
     codes = np.concatenate([sample_codes(graph.values[graph.input], samples, seed=0), api.input_codes(prj, real)])
@@ -116,7 +119,7 @@ def bench_convlstm(weights, io, work, samples, max_real) -> dict:
 
     from tessera.models.data.moving_digits import load_moving_digits
     from tessera.models.rnn.export import export_forecaster
-    from tessera.models.rnn.networks import space_to_depth
+    from tessera.models.rnn.networks import depth_to_space, space_to_depth
     from tessera.models.rnn.train import load_checkpoint, train_rnn
 
     mdir = work / f"convlstm_{weights}"
@@ -138,8 +141,14 @@ def bench_convlstm(weights, io, work, samples, max_real) -> dict:
     np.save(real, space_to_depth(frames, model.patch).numpy())
     graph = api.load_model(onnx_path)
     prj = hdir / f"prj_{io}"
+    def forward(patches: np.ndarray) -> np.ndarray:  # the exported graph's function: patches -> logit patches
+        with torch.no_grad():
+            x = depth_to_space(torch.from_numpy(patches.astype(np.float32)), model.patch)
+            return space_to_depth(model(x), model.patch).numpy().astype(np.float64)
+
     row = {"cell": "convlstm", "weights": weights, "steps": f"{cfg['in_frames']}+{cfg['n_frames'] - cfg['in_frames']}",
-           **measure_project(onnx_path, prj, io, samples, data=real, user_samples=0, tb_samples=8)}
+           **measure_project(onnx_path, prj, io, samples, data=real, user_samples=0, tb_samples=8, oracle=forward,
+                             oracle_name=BREVITAS)}
     codes = api.input_codes(prj, real)
     ref = OrtReference(reference_model(graph)).run(codes)
     with torch.no_grad():
@@ -169,15 +178,14 @@ def write_outputs(results: list[dict], out: Path) -> None:
              "test-sentence windows.  ConvLSTM rows: the moving-digits frame predictor (`export_forecaster`: 10 input "
              "frames as 4x4 patches -> encoder -> forecaster -> 1x1 read-out logits of 10 frames), verified on random "
              "full-range sequences plus real test sequences; its *brevitas differs* counts the real sequences' outputs. "
-             " *mismatches*: C-simulation outputs differing from the exact onnxruntime reference (`==`).  *brevitas differs*: outputs of brevitas' float32 forward of the same model that "
+             " *mismatches*: C-simulation outputs differing from the exact onnxruntime reference (`==`).  *independent check*: outputs of the exact reference equal to brevitas' forward of the trained module (no ONNX executor runs the cells) on every verified sequence, random and real.  *brevitas differs*: outputs of brevitas' float32 forward of the same model that "
              "differ from the exact reference, on the same sequences.  Accuracies: on the real windows (the last steps of "
              "test sentences at least that long, read from a zero state). *C-sim MiB*: peak resident memory of a fresh "
              "process while it loads the C-simulation library and runs 50 sequences (4 for ConvLSTM), above its memory "
              "just before (Linux VmHWM - VmRSS).  Times: wall clock on a shared 2-core machine (upper bounds).", "",
-             "| cell | weights | io | steps | compile s | C-sim build s | C-sim seq/s | ORT ref seq/s | verified seqs "
-             "(random + real) | outputs | mismatches | brevitas differs | C-sim acc | brevitas acc | weight bits | "
-             "max acc bits | C-sim MiB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"| cell | weights | io | steps | {COMMON_HEADER} | brevitas differs | C-sim acc | brevitas acc | "
+             "weight bits | max acc bits | C-sim MiB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(
             f"| {r['cell']} | {r['weights']} | {r['io_type']} | {r['steps']} | {common_cells(r)} | "
