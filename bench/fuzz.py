@@ -90,7 +90,8 @@ def main() -> int:
     oc = data.get("oracle_property_csim")
     if oc:
         lines += ["", f"Random graphs through compile + C-simulation verify: {oc['verified']} verified, "
-                      f"{oc['outputs']} outputs, 0 mismatches; {oc['seconds']} s."]
+                      f"{oc['outputs']} outputs, 0 mismatches, {oc['refused_by_compile']} refused by `compile` in one "
+                      f"line; {oc['seconds']} s."]
     (args.out / "fuzz.md").write_text("\n".join(lines) + "\n")
     print((args.out / "fuzz.md").read_text())
     return res.returncode

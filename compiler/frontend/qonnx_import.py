@@ -491,6 +491,13 @@ class _Importer:
         if any(pads):
             raise UnsupportedModelError(f"node '{node.name}' (MaxPool): attribute {_pad_attribute(node)} pads the input by "
                                         f"{list(pads)}; padded max pooling is not supported")
+        spatial = self._shape_of(node.input[0])[1:]
+        if str(_attr(node, "auto_pad", "NOTSET")) == "SAME_LOWER" and any(d % st for d, st in zip(spatial, s)):
+            # ONNX defines ceil(in / s) outputs; onnx 1.23's reference evaluator, our independent
+            # executor, computes floor(in / s) for MaxPool: a model it cannot check is refused.
+            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): attribute auto_pad=SAME_LOWER on spatial size "
+                                        f"{list(spatial)} with strides={list(s)}: ONNX executors disagree on its output "
+                                        "size, so it cannot be verified independently")
         self.add(node, maxpool.OP, [self.value(node.input[0], node)], maxpool.Attrs(k, s))
 
     def on_LeakyRelu(self, node: onnx.NodeProto) -> None:

@@ -170,16 +170,24 @@ def test_random_graphs_are_refused_or_equal_the_users_model(tmp_path):
 
 @pytest.mark.csim
 def test_random_graphs_csimulate_like_the_users_model(tmp_path):
-    """The first compiled random graphs all the way: compile, g++ C-simulation, verify (which
-    includes the independent check)."""
+    """The first compiled random graphs all the way: compile (which may still refuse in one
+    line what only the HLS lowering cannot build), g++ C-simulation, verify (which includes the
+    independent check)."""
     out = _RESULTS.get("oracle") or _cases(min(N_CASES, 60), tmp_path)
-    paths = out["compiled_paths"][:N_CSIM]
-    assert paths
-    t0, outputs = time.perf_counter(), 0
-    for i, path in enumerate(paths):
-        prj = api.compile_model(path, tmp_path / f"prj{i}", tb_samples=8).project
+    t0, outputs, verified, refused = time.perf_counter(), 0, 0, 0
+    for i, path in enumerate(out["compiled_paths"]):
+        if verified == N_CSIM:
+            break
+        try:
+            prj = api.compile_model(path, tmp_path / f"prj{i}", tb_samples=8).project
+        except TesseraError as exc:
+            assert str(exc) and "\n" not in str(exc), str(exc)
+            refused += 1
+            continue
         rep = api.verify_project(path, prj, samples=100, user_samples=0)
         assert rep.passed and rep.mismatches == 0, (path, rep.independent_line(), rep.to_dict())
         outputs += rep.outputs
-    _report("oracle_property_csim", {"verified": len(paths), "outputs": outputs,
+        verified += 1
+    assert verified > 0, (verified, refused)
+    _report("oracle_property_csim", {"verified": verified, "refused_by_compile": refused, "outputs": outputs,
                                      "seconds": round(time.perf_counter() - t0, 1)})
