@@ -133,8 +133,9 @@ def print_verify_report(rep) -> bool:
 @click.option("--user-samples", type=int, default=100, show_default=True,
               help="Samples on which the user's exported model is run for the agreement count (0 to skip).")
 @click.option("--expected", type=click.Path(path_type=Path),
-              help="The training framework's outputs (.npy, real values) on --data: count those that differ from the "
-                   "exact reference (e.g. brevitas' float32 rounding); reported, not a failure.")
+              help="The training framework's outputs (.npy, real values) on --data, e.g. brevitas' forward.  For "
+                   "recurrent cells (no ONNX executor runs them) they are the independent check: a difference fails "
+                   "verify; otherwise those that differ are counted and reported.")
 @click.option("--require-independent", is_flag=True,
               help="Fail when no independent executor can run the model (recurrent cells without --expected).")
 @click.option("--report", type=click.Path(path_type=Path), help="Write the JSON report here.")

@@ -79,12 +79,24 @@ def test_sentiment_cli_verifies(tmp_path, cell, weights, io_type):
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["mismatches"] == 0 and rep["samples"] == 320 and rep["outputs"] == 640
     assert rep["framework"] == {"outputs": 40, "differing_outputs": 0, "max_abs_difference": 0.0}
-    # a framework output that differs is counted (and is not a hardware mismatch)
+    assert rep["independent"]["executor"] == "the training framework's outputs on --data (--expected)"
+    assert rep["independent"]["equal"] == 40 and rep["independent"]["unchecked_samples"] == 300
+    # a framework output that differs: the hardware matches the reference, but the reference is
+    # not the framework's model there, so the independent check fails verify
     logits[3, 1] += 2.0 ** -6
     np.save(tmp_path / "brevitas.npy", logits)
     r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10", "--data",
                              str(tmp_path / "x.npy"), "--expected", str(tmp_path / "brevitas.npy")])
-    assert r.exit_code == 0 and "39/40 equal the exact reference" in r.output, r.output
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 1 and "39/40 equal the exact reference" in r.output, r.output
+    assert lines[-2].startswith("independent check: FAILED, 1 of 40 outputs differ from the training framework's"), lines
+    assert lines[-1] == "verified: 30 samples, 60 outputs, 0 mismatches", lines
+    # without a framework there is no independent executor: said so, and an error on request
+    r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10"])
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 0 and lines[-2].startswith("independent check: none (no ONNX executor runs Quant"), lines
+    r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10", "--require-independent"])
+    assert r.exit_code == 1, r.output
     assert "QuantLSTMCell" in rep["user_model"]["skipped"] or "QuantGRUCell" in rep["user_model"]["skipped"]
 
 
