@@ -175,6 +175,9 @@ class PartitionedSim:
     """The C-simulation of a partitioned project: the block kernels (in worker processes)
     and the tail, scheduled by :class:`.runtime.Partition` from the project's model."""
 
+    #: the C++ host links the kernels' libraries: it waits for their build
+    testbench_uses_library = True
+
     def __init__(self, prj: str | Path, workers: int = 1):
         from ..frontend import compile_ir
 

@@ -109,6 +109,10 @@ class _Worker:
 class CSim:
     """Builds ``firmware/<project>-*.so`` with the project's build_lib.sh and runs samples."""
 
+    #: the testbench is its own g++ build of the sources (not of the library): it may be
+    #: built while the library is
+    testbench_uses_library = False
+
     def __init__(self, prj: str | Path):
         self.prj = Path(prj).resolve()
         self.manifest = read_manifest(self.prj)
