@@ -33,6 +33,8 @@ def main() -> int:
     ap.add_argument("--render-only", action="store_true", help="rewrite fuzz.md from an existing fuzz.json")
     args = ap.parse_args()
     if args.render_only:
+        if not (args.out / "fuzz.json").is_file():
+            sys.exit(f"error: --render-only needs {args.out / 'fuzz.json'} from an earlier run")
         data = json.loads((args.out / "fuzz.json").read_text())
         render(data, args.out)
         return data["pytest_exit_status"]

@@ -188,6 +188,7 @@ def test_random_graphs_csimulate_like_the_users_model(tmp_path):
         assert rep.passed and rep.mismatches == 0, (path, rep.independent_line(), rep.to_dict())
         outputs += rep.outputs
         verified += 1
-    assert verified > 0, (verified, refused)
+    # hundreds of graphs compile: a refusal by the HLS lowering may skip a few, never all
+    assert verified == N_CSIM, (verified, refused, len(out["compiled_paths"]))
     _report("oracle_property_csim", {"verified": verified, "refused_by_compile": refused, "outputs": outputs,
                                      "seconds": round(time.perf_counter() - t0, 1)})
