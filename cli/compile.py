@@ -34,14 +34,19 @@ from .app import EXIT_MISMATCH, console, handle_errors, main, out, parse_bytes, 
               "--partition auto.")
 @click.option("--partition-mode", type=click.Choice(["overlap", "exchange"]), default="overlap", show_default=True,
               help="overlap: blocks read their halo and recompute it; exchange: per-layer halo exchange.")
+@click.option("--input-type", help="Type of a float input that no Quant reads, e.g. fixed<16,6> (ufixed<W,I>, int<W>, "
+              "uint<W>): real data are rounded half to even onto it, saturating.")
 @handle_errors
 def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name, tb_samples, force, grid_text,
-                onchip_budget, partition_mode):
+                onchip_budget, partition_mode, input_type):
     """Compile a QONNX/QCDQ MODEL into a complete Vitis HLS project."""
     t0 = time.perf_counter()
     budget = parse_bytes(onchip_budget) if onchip_budget is not None else None
     with console.status("reading and typing the model"):
-        graph = api.load_model(model)
+        graph = api.load_model(model, input_type)
+    if graph.softmax is not None:
+        out.print(f"notice: the trailing Softmax '{graph.softmax}' is not compiled; the design outputs its logits "
+                  "(exactly), which verify compares with the user's model")
     opts = api.hls_options(graph, f"io_{io_type}", reuse, part, clock_period, project_name)
     if grid_text == "auto" and budget is None:
         with console.status(f"choosing a block grid for {part} (estimates)"):
@@ -95,7 +100,7 @@ def emulate(project, input_path, output_path, codes, workers):
         total = api.progress_total(project, len(x), sim)
         task = p.add_task("emulating" if total == len(x) else f"emulating {len(x)} samples as blocks", total=total)
         y = api.emulate(project, x, codes=True, sim=sim, progress=lambda k: p.advance(task, k))
-    result = y if codes else np.ldexp(y.astype(np.float64), -sim.manifest["output"]["frac"])
+    result = y if codes else api.real_outputs(sim.manifest["output"], y)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     np.save(output_path, result)
     out.print(f"emulated {len(x)} samples -> {output_path}")
@@ -160,20 +165,21 @@ def verify_cmd(model, project, samples, seed, data, user_samples, expected, requ
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--input-type", help="Type of a float input that no Quant reads (as for compile).")
 @handle_errors
-def inspect(model, as_json):
-    """Show MODEL's ops, fixed-point types, accumulator widths and MACs."""
-    graph = api.load_model(model)
+def inspect(model, as_json, input_type):
+    """Show MODEL's ops, fixed-point types, accumulator widths, MACs and requantization forms."""
+    graph = api.load_model(model, input_type)
     rows = api.layer_table(graph)
     tin = graph.values[graph.input]
     if as_json:
         out.print_json(json.dumps({"input": {"shape": list(tin.shape), "type": tin.ftype.describe()}, "layers": rows}))
         return
     table = Table(title=f"{model}  (input {tin.shape} {tin.ftype.describe()}, sN.fF = N-bit signed with F fractional bits)")
-    for col in ("node", "op", "shape", "type", "hls type", "code range", "MACs"):
+    for col in ("node", "op", "shape", "type", "hls type", "code range", "MACs", "form"):
         table.add_column(col, justify="right" if col == "MACs" else "left")
     for r, node in zip(rows, graph.nodes):
         table.add_row(r["node"], r["op"], str(tuple(r["shape"])), r["type"], graph.values[node.output].ftype.hls(),
-                      f"[{r['range'][0]}, {r['range'][1]}]", f"{r['macs']:,}")
+                      f"[{r['range'][0]}, {r['range'][1]}]", f"{r['macs']:,}", r["form"])
     out.print(table)
     out.print(f"total MACs per sample: {sum(r['macs'] for r in rows):,}")

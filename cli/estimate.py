@@ -28,8 +28,9 @@ from .app import console, handle_errors, main, out
               help="Largest fraction of each resource a design may use to count as fitting.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the estimate as JSON here.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Write the plot (PNG) here.")
+@click.option("--input-type", help="Type of a float input that no Quant reads (as for compile).")
 @handle_errors
-def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilization, json_path, plot_path):
+def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilization, json_path, plot_path, input_type):
     """Estimate MODEL on an FPGA part: per-layer reuse factors and block grid chosen to fit
     and maximize throughput (labelled estimates, see docs/estimate.md)."""
     if not 0 < utilization <= 1:
@@ -38,7 +39,7 @@ def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilizatio
         raise click.BadParameter("must be > 0", param_hint="--clock")
     p = get_part(part)
     with console.status("reading and typing the model"):
-        graph = api.load_model(model)
+        graph = api.load_model(model, input_type)
     io = io_type if io_type == "auto" else f"io_{io_type}"
     with console.status(f"choosing reuse factors{' and block grid' if partition != 'none' else ''} for {p.key}"):
         design = choose_design(graph, p, io, strategy, partition, clock_ns, utilization)

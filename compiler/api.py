@@ -28,14 +28,15 @@ from .lower.hls4ml_lower import HlsOptions
 from .ops import IoType
 from .partition import Partition, grid_for_budget, parse_grid
 from .verify import VerifyReport, quantize_inputs, read_array, verify
-from .writer import layer_table, read_manifest, write_project
+from .writer import layer_table, read_manifest, real_outputs, write_project
 
 PathLike = str | Path
 
 
-def load_model(path: PathLike) -> Graph:
-    """The typed IR of a model file (every failure a one-line error naming the node)."""
-    return compile_ir(path)
+def load_model(path: PathLike, input_type: str | None = None) -> Graph:
+    """The typed IR of a model file (every failure a one-line error naming the node);
+    ``input_type``: the declared type of a float input no Quant reads (e.g. ``fixed<16,6>``)."""
+    return compile_ir(path, input_type)
 
 
 def hls_options(graph: Graph, io_type: IoType | str = IoType.PARALLEL, reuse: int | str = 1, part: str = "xcu250",
@@ -111,14 +112,15 @@ def compile_model(model: PathLike, out_dir: PathLike, *, io_type: IoType | str =
                   reuse: int | str = 1, part: str = "xcu250", clock_period: float = 5.0,
                   project_name: str = "tessera_model", tb_samples: int | None = None, force: bool = False,
                   grid: tuple[int, ...] | str | None = None, partition_mode: str = "overlap",
-                  onchip_budget: int | None = None, progress: Callable[[int], None] | None = None) -> CompileResult:
+                  onchip_budget: int | None = None, progress: Callable[[int], None] | None = None,
+                  input_type: str | None = None) -> CompileResult:
     """Compile ``model`` into a complete Vitis HLS project at ``out_dir``.
 
     ``grid``: run the leading 3D segment as blocks (``AxBxC``, a tuple, or ``'auto'``: the
     fewest blocks that fit ``onchip_budget``, or without a budget the performance model's
     grid for ``part``); ``onchip_budget`` alone implies ``'auto'``."""
     t0 = time.perf_counter()
-    graph = load_model(model)
+    graph = load_model(model, input_type)
     opts = hls_options(graph, io_type, reuse, part, clock_period, project_name)
     if grid == "auto" and onchip_budget is None:
         grid = choose_grid(graph, part, opts.io_type)
@@ -160,7 +162,7 @@ def emulate(project: PathLike, inputs: PathLike | np.ndarray, *, codes: bool = F
     x = input_codes(project, inputs, codes)
     sim.build()
     y = sim.run_codes(x, progress=progress)
-    return y if codes else np.ldexp(y.astype(np.float64), -sim.manifest["output"]["frac"])
+    return y if codes else real_outputs(sim.manifest["output"], y)
 
 
 def progress_total(project: PathLike, n_samples: int, sim=None) -> int:
@@ -189,5 +191,5 @@ def simulation(project: PathLike, workers: int | None = None):
 
 
 __all__ = ["CompileResult", "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "VerifyReport", "choose_grid", "compile_model", "emulate",
-           "hls_options", "input_codes", "layer_table", "load_model", "plan_partition", "progress_total", "read_manifest",
+           "hls_options", "input_codes", "real_outputs", "layer_table", "load_model", "plan_partition", "progress_total", "read_manifest",
            "simulation", "verify_project", "write"]

@@ -75,7 +75,24 @@ def qonnx_ops() -> list[type]:
 
     runs = {"Quant": run_quant, "BipolarQuant": run_bipolar, "Trunc": run_trunc, "MultiThreshold": run_multithreshold}
     return [type(op, (OpRun,), {"op_domain": domain, "_run": fn, "__module__": __name__})
-            for domain in QONNX_DOMAINS for op, fn in runs.items()]
+            for domain in QONNX_DOMAINS for op, fn in runs.items()] + [_inference_batchnorm(OpRun)]
+
+
+def _inference_batchnorm(base: type) -> type:
+    """ONNX BatchNormalization at inference, as the spec writes it: ``(x - mean) /
+    sqrt(var + epsilon) * scale + B`` over axis 1.  onnx's reference evaluator (1.x) computes
+    opsets 9-13 with the batch's statistics whenever ``momentum`` is set (its default), which is
+    not what an exported model means."""
+
+    def run(self, x, scale, bias, mean, var, epsilon=1e-5, momentum=None, training_mode=0, spatial=1, is_test=1):
+        if training_mode:
+            raise ValueError("BatchNormalization with training_mode=1 is not an inference graph")
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        eps = np.float64(np.float32(epsilon))
+        y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
+        return (y.astype(x.dtype),)
+
+    return type("BatchNormalization", (base,), {"op_domain": "", "_run": run, "__module__": __name__})
 
 
 def float64_model(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -90,6 +107,10 @@ def float64_model(model: onnx.ModelProto) -> onnx.ModelProto:
         return t
 
     g = m.graph
+    # older exports use the custom-op domains without importing an opset for them
+    known = {o.domain for o in m.opset_import}
+    for domain in sorted({n.domain for n in g.node if n.domain in QONNX_DOMAINS} - known):
+        m.opset_import.append(onnx.helper.make_opsetid(domain, 1))
     inits = [up(t) for t in g.initializer]
     del g.initializer[:]
     g.initializer.extend(inits)
@@ -114,13 +135,17 @@ class IndependentExecutor:
     """The user's file in float64 in ONNX's reference evaluator: :meth:`run` gives its output
     for real-valued inputs, :meth:`run_all` every node's output too."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, softmax: bool = False):
         self.model = float64_model(model)
         g = self.model.graph
         inits = {i.name for i in g.initializer}
         inp = next(i for i in g.input if i.name not in inits)
         self.input, self.output = inp.name, g.output[0].name
+        if softmax:  # the design stops before the trailing Softmax: compare its input, the logits
+            last = next(n for n in g.node if self.output in n.output)
+            self.output = last.input[0]
         dims = inp.type.tensor_type.shape.dim
+        self.input_dims = [d.dim_value if d.HasField("dim_value") else 0 for d in dims[1:]]
         # a batch dimension fixed to 1 (e.g. a Reshape to (1, -1)): one sample at a time
         self.per_sample = len(dims) > 0 and dims[0].HasField("dim_value") and dims[0].dim_value == 1
         self.nodes = list(g.node)
@@ -142,12 +167,19 @@ class IndependentExecutor:
 
     def _evaluate(self, session, names: list[str], x: np.ndarray) -> list[np.ndarray]:
         x = np.asarray(x, dtype=np.float64)
+        if self.input_dims and all(self.input_dims) and x[0].size == int(np.prod(self.input_dims)):
+            x = x.reshape(len(x), *self.input_dims)  # the design's input may be the model's reshaped
         chunks = [x[i:i + 1] for i in range(len(x))] if self.per_sample else [x[i:i + 256] for i in range(0, len(x), 256)]
         try:
             outs = [session.run(names, {self.input: c}) for c in chunks]
         except Exception as exc:  # noqa: BLE001
             raise IndependentError(_first_line(exc)) from None
-        return [np.concatenate([np.asarray(o[k], dtype=np.float64) for o in outs]) for k in range(len(names))]
+        joined = []
+        for k in range(len(names)):
+            parts = [np.asarray(o[k], dtype=np.float64) for o in outs]
+            # shape arithmetic (Shape/Gather) yields scalars: one per chunk
+            joined.append(np.stack(parts) if parts[0].ndim == 0 else np.concatenate(parts))
+        return joined
 
     def run(self, x: np.ndarray) -> np.ndarray:
         return self._evaluate(self.session, [self.output], x)[0]
@@ -270,19 +302,24 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
         return IndependentReport(None, none=f"no ONNX executor runs {', '.join(unrunnable)}")
     rep = IndependentReport(EXECUTOR)
     n = len(codes)
-    fin, fout = graph.values[graph.input].ftype.frac, graph.values[graph.output].ftype.frac
-    x = np.ldexp(np.asarray(codes, dtype=np.float64), -fin)
+    x = graph.input_real(codes)
     try:
-        executor = IndependentExecutor(model)
+        executor = IndependentExecutor(model, softmax=graph.softmax is not None)
         theirs = executor.run(x).reshape(n, -1)
     except IndependentError as exc:
         rep.error = str(exc)
         return rep
-    ours = np.ldexp(np.asarray(ref, dtype=np.float64), -fout).reshape(n, -1)
+    ours = graph.real(graph.output, ref).reshape(n, -1)
     rep.samples, rep.outputs = n, int(ours.size)
     same_shape = theirs.shape == ours.shape
     if same_shape:
         differ = theirs != ours
+        scale = graph.scales.get(graph.output)
+        if scale is not None and scale.accumulator:
+            # an accumulator no Quant rounds (e.g. logits): an exact rational float64 may not
+            # hold; the executor's value is read on the output's code grid (docs/bit-exact.md)
+            decoded, on_grid = scale.decode(theirs, graph.values[graph.output].shape)
+            differ = ~(on_grid.reshape(n, -1) & (decoded.reshape(n, -1) == np.asarray(ref).reshape(n, -1)))
         rep.equal = int((~differ).sum())
         bad = np.flatnonzero(differ.any(axis=1))
         for s_, o_ in np.argwhere(differ)[:LISTED]:
@@ -295,9 +332,9 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
         return rep
     diagnosed = bad[:DIAGNOSED]
     values = run_ir(graph, np.asarray(codes)[diagnosed], keep=set(graph.origin))
-    exact = {v: np.ldexp(c.astype(np.float64), -graph.values[v].ftype.frac) for v, c in values.items()}
+    exact = {v: graph.real(v, c) for v, c in values.items()}
     for sample, (node, undecidable, detail) in zip(diagnosed, diagnose(executor, graph, x[diagnosed], exact)):
-        k = int((theirs[sample] != ours[sample]).sum()) if same_shape else 0
+        k = int(differ[sample].sum()) if same_shape else 0
         if undecidable and same_shape:
             rep.undecidable_outputs += k
             if len(rep.undecidable) < LISTED:
@@ -307,7 +344,7 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
         if rep.first_differing_node is None and node is not None:
             rep.first_differing_node = _describe(node, detail)
     if same_shape:  # samples beyond the diagnosed ones are not proven undecidable
-        rep.differing_outputs += int((theirs[bad[DIAGNOSED:]] != ours[bad[DIAGNOSED:]]).sum())
+        rep.differing_outputs += int(differ[bad[DIAGNOSED:]].sum())
     if rep.differing_outputs and rep.first_differing_node is None:
         rep.first_differing_node = ("the graph output (no node before it differs)" if same_shape else
                                     f"the graph output ({theirs.shape[1]} values per sample in the user's model, "

@@ -23,8 +23,10 @@ import numpy as np
 from .writer import read_manifest, sha256
 from .errors import InputDataError, ProjectError
 from .frontend import compile_ir
+from .frontend.real import normalize_domains
 from .frontend.recurrent import RECURRENT_OPS
 from .independent import IndependentReport, independent_check
+from .ir.meaning import InputMap
 from .ops.quant import quantize_float
 from .reference.model import OrtReference, reference_model
 from .reference.interpret import run_ir
@@ -93,15 +95,14 @@ def user_model_agreement(model_path: str | Path, graph, codes: np.ndarray, ref: 
     """Run the user's exported model on the same inputs (as real values) and count agreement."""
     import onnx
 
-    model = onnx.load(str(model_path))
+    model = normalize_domains(onnx.load(str(model_path)))
     cells = sorted({n.op_type for n in model.graph.node if n.op_type in RECURRENT_OPS})
     if cells:
         return {"tool": None, "skipped": f"no ONNX runtime executes {', '.join(cells)}; pass the training "
                                          "framework's outputs on --data with --expected"}
     custom = any(n.domain.startswith("qonnx") or n.domain.startswith("finn") for n in model.graph.node)
-    fin, fout = graph.values[graph.input].ftype.frac, graph.values[graph.output].ftype.frac
-    x = np.ldexp(codes.astype(np.float64), -fin).astype(np.float32)
-    expected = np.ldexp(ref.astype(np.float64), -fout)
+    x = graph.input_real(codes).astype(np.float32)
+    expected = graph.real(graph.output, ref).reshape(len(ref), -1)
     tool = "qonnx.execute_onnx" if custom else "onnxruntime"
     try:
         got = _run_user_model(model, x, expected.shape[1:], custom)
@@ -140,7 +141,7 @@ def framework_agreement(expected: str | Path, ref_data: np.ndarray, graph) -> di
         y = np.load(expected, allow_pickle=False).astype(np.float64)
     except (OSError, ValueError) as exc:
         raise InputDataError(f"cannot read expected outputs {expected}: {exc}") from None
-    want = np.ldexp(ref_data.astype(np.float64), -graph.values[graph.output].ftype.frac)
+    want = graph.real(graph.output, ref_data).reshape(ref_data.shape)
     if y.size != want.size or len(y) != len(want):
         raise InputDataError(f"{expected}: {y.shape} does not match the reference outputs on --data {want.shape}")
     differ = y.reshape(want.shape) != want
@@ -170,6 +171,11 @@ def quantize_inputs(x: np.ndarray, manifest: dict, what: str = "input") -> np.nd
     if not np.all(np.isfinite(x)):
         raise InputDataError(f"{what}: contains NaN or Inf")
     q = manifest["input_quant"]
+    if "input_map" in q:
+        try:
+            return InputMap.from_json(q["input_map"]).codes(x)
+        except ValueError as exc:
+            raise InputDataError(f"{what}: {exc}") from None
     return quantize_float(Attrs(FixedType(q["width"], q["frac"], q["signed"]), q["narrow"], q["rounding"]), x)
 
 
@@ -192,9 +198,9 @@ def _oracle_as_independent(oracle, name: str, graph, codes: np.ndarray, ref: np.
     """A caller's executor of the user's model (e.g. brevitas' forward of the trained module,
     for recurrent cells no ONNX executor runs) as the independent check, on every sample."""
     n = len(codes)
-    x = np.ldexp(codes.astype(np.float64), -graph.values[graph.input].ftype.frac)
+    x = graph.input_real(codes)
     theirs = np.asarray(oracle(x), dtype=np.float64).reshape(n, -1)
-    ours = np.ldexp(ref.astype(np.float64), -graph.values[graph.output].ftype.frac).reshape(n, -1)
+    ours = graph.real(graph.output, ref).reshape(n, -1)
     rep = IndependentReport(name, samples=n, outputs=int(ours.size))
     if theirs.shape != ours.shape:
         rep.differing_outputs = rep.outputs
@@ -222,7 +228,7 @@ def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: i
     manifest = read_manifest(prj)
     if manifest["model_sha256"] != sha256(model_path):
         raise ProjectError(f"{prj} was compiled from a different model than {model_path} (sha256 differs)")
-    graph = compile_ir(model_path)
+    graph = compile_ir(model_path, manifest["input_quant"].get("declared_type"))
     codes = sample_codes(graph.values[graph.input], samples, seed=seed)
     n_random = len(codes)
     n_data = 0

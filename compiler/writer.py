@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+
+from .ir.meaning import CodeScale
 import onnx
 
 from .. import __version__
@@ -48,7 +50,7 @@ def layer_table(graph: Graph) -> list[dict]:
         rows.append({
             "node": node.name, "op": node.op, "shape": list(t.shape), "type": t.ftype.describe(),
             "width": t.ftype.width, "frac": t.ftype.frac, "signed": t.ftype.signed, "range": [t.lo, t.hi],
-            "macs": OPS[node.op].macs(node.attrs, ins, t),
+            "macs": OPS[node.op].macs(node.attrs, ins, t), "form": OPS[node.op].form(node.attrs, ins, t),
         })
     return rows
 
@@ -56,15 +58,30 @@ def layer_table(graph: Graph) -> list[dict]:
 def io_entry(graph: Graph, value: str, perm: np.ndarray) -> dict:
     """The manifest's record of the design's input or output: shape, type, range, layout."""
     t = graph.values[value]
-    return {"shape": list(t.shape), "width": t.ftype.width, "frac": t.ftype.frac, "signed": t.ftype.signed,
-            "range": [t.lo, t.hi], "perm": perm.tolist()}
+    entry = {"shape": list(t.shape), "width": t.ftype.width, "frac": t.ftype.frac, "signed": t.ftype.signed,
+             "range": [t.lo, t.hi], "perm": perm.tolist()}
+    if value in graph.scales:  # real = (code - zero) * scale (ir.meaning.CodeScale)
+        entry["scale"] = graph.scales[value].to_json()
+    return entry
+
+
+def real_outputs(entry: dict, codes: np.ndarray) -> np.ndarray:
+    """Real values of output codes from the manifest's output entry."""
+    if "scale" in entry:
+        return CodeScale.from_json(entry["scale"]).real(codes, tuple(entry["shape"])).reshape(np.shape(codes))
+    return np.ldexp(np.asarray(codes, dtype=np.float64), -entry["frac"])
 
 
 def input_quant_entry(graph: Graph) -> dict:
     """The manifest's record of the model's input quantizer (real values -> codes)."""
     q = graph.input_quant
-    return {"width": q.out.width, "frac": q.out.frac, "signed": q.out.signed, "narrow": q.narrow,
-            "rounding": q.rounding.value}
+    entry = {"width": q.out.width, "frac": q.out.frac, "signed": q.out.signed, "narrow": q.narrow,
+             "rounding": q.rounding.value}
+    if graph.input_map is not None:
+        entry["input_map"] = graph.input_map.to_json()
+    if graph.input_type is not None:
+        entry["declared_type"] = graph.input_type
+    return entry
 
 
 def options_entry(opts: HlsOptions) -> dict:

@@ -72,6 +72,13 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "Gemm": {"alpha": Only((1.0,)), "beta": Only((1.0,)), "transA": Only((0,)), "transB": MODELLED},
     "MatMul": {},
     "Add": {},
+    "Sub": {},
+    "Mul": {},
+    "Div": {},
+    # inference: the running statistics (training_mode refused; momentum only acts in training)
+    "BatchNormalization": {"epsilon": MODELLED, "momentum": NO_EFFECT, "training_mode": Only((0, None), "inference"),
+                           "spatial": Only((1, None), "spatial statistics")},
+    "Softmax": {"axis": MODELLED},
     "Concat": {"axis": MODELLED},
     "Relu": {},
     "LeakyRelu": {"alpha": MODELLED},

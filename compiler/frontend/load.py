@@ -10,8 +10,9 @@ from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UnsupportedModelError
 from ..ir.types import MAX_ELEMENTS
+from .real import normalize_domains
 
-MIN_OPSET = 11
+MIN_OPSET = 9
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:
@@ -30,6 +31,7 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
     graph = model.graph
     if not graph.node or not graph.output or not graph.input:
         raise ModelLoadError(f"{p} is not a complete ONNX model (no nodes, inputs or outputs): truncated or not ONNX")
+    model = normalize_domains(model)
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -19,12 +20,14 @@ from onnx import numpy_helper
 
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
-from ..ir.types import MAX_ELEMENTS, MAX_WIDTH, FixedType, TensorType, dyadic_codes, power_of_two_exponent
+from ..ir.types import MAX_ELEMENTS, dyadic_codes
 from ..ops import (OPS, Trait, avgpool, conv, convtranspose, dense, flatten, globalavgpool, leakyrelu, lut, maxpool, merge,
-                   quant, relu, transpose, upsample)
+                   relu, transpose, upsample)
 from ..ops.base import OpDef
-from ..ops.rounding import Rounding, round_float
 from .attributes import check_attributes, explicit_pads, nearest_sources, schema_default
+from .real import Affine, RealOps, input_datatype, normalize_domains, parse_input_type, weight_codes
+from .real import Const as _Const
+from .real import node_attr as _attr
 from .recurrent import RECURRENT_OPS, import_convlstm, import_gru, import_lstm
 
 ALIAS_OPS = {"Identity", "Dropout"}
@@ -33,23 +36,10 @@ _NAME_TAG = "tessera-original-name:"
 
 
 @dataclass
-class _Const:
-    value: np.ndarray
-
-
-@dataclass
 class _Pending:
     """Output of a nonlinearity waiting for its Quant (they become one lookup table)."""
 
     node: str
-
-
-def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
-    for a in node.attribute:
-        if a.name == name:
-            v = onnx.helper.get_attribute_value(a)
-            return v.decode() if isinstance(v, bytes) else v
-    return default
 
 
 def _constant_value(node: onnx.NodeProto) -> np.ndarray:
@@ -113,29 +103,14 @@ def clean(model: onnx.ModelProto) -> onnx.ModelProto:
     return cleaned
 
 
-def _finite(values: np.ndarray, node: onnx.NodeProto, name: str) -> None:
-    """Refuse a constant with NaN or Inf: a Quant would silently saturate it to a code."""
-    bad = ~np.isfinite(values)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): constant '{name}' holds {int(bad.sum())} "
-                                    f"NaN/Inf value(s), first {values[where]} at index {where}")
-
-
-def weight_codes(values: np.ndarray, what: str) -> tuple[np.ndarray, FixedType]:
-    try:
-        codes, frac = dyadic_codes(values)
-    except ValueError as exc:
-        raise UnsupportedModelError(f"{what}: {exc} (quantize it with a power-of-two scale)") from None
-    ftype = FixedType.for_range(min(int(codes.min()), 0), max(int(codes.max()), 0), frac)
-    if ftype.width > MAX_WIDTH:
-        raise UnsupportedModelError(f"{what}: needs {ftype.width} bits as fixed point (quantize it)")
-    return codes, ftype
-
-
-class _Importer:
-    def __init__(self, model: onnx.ModelProto):
+class _Importer(RealOps):
+    def __init__(self, model: onnx.ModelProto, input_datatype: str | None = None):
         self.model = model
+        self.input_datatype = input_datatype
+        #: float operations on the input before its Quant: real = mul * x + add
+        self.pre = (Fraction(1), Fraction(0))
+        #: quantized constants with float scales: Quant output -> (integer codes, scale per element)
+        self.qconsts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         g = model.graph
         inits = {i.name for i in g.initializer}
@@ -180,99 +155,46 @@ class _Importer:
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} must be a constant")
         return v.value
 
+    def const_value(self, name: str) -> np.ndarray | None:
+        v = self.env.get(name)
+        return v.value if isinstance(v, _Const) else None
+
     def value(self, name: str, node: onnx.NodeProto) -> str:
+        if name == self.pending_input and (self.input_datatype or self.input_type):
+            self.typed_input(name, node)
         if name == self.pending_input:
             raise UnsupportedModelError(
                 f"graph input '{name}' feeds {node.op_type} node '{node.name}' without a Quant: "
-                "quantize the input (e.g. brevitas QuantIdentity)"
+                "quantize the input (e.g. brevitas QuantIdentity) or declare its type (--input-type fixed<16,6>)"
             )
         v = self.env.get(name)
+        if isinstance(v, Affine):
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}) reads the real-valued output of '{v.source}' "
+                                        "(scaled by real constants) that no Quant requantizes")
         if not isinstance(v, str):
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): input '{name}' must be an activation")
         return v
 
-    def add(self, node: onnx.NodeProto, op: OpDef, inputs: list[str], attrs: Any) -> None:
+    def add(self, node: onnx.NodeProto, op: OpDef, inputs: list[str], attrs: Any, keeps_scale: bool = False) -> None:
         out = node.output[0]
+        scaled = [v for v in inputs if v in self.graph.scales]
+        if scaled and Trait.LINEAR not in op.traits:
+            if (Trait.CODE_SELECT not in op.traits and not keeps_scale) or len(inputs) != 1:
+                raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}) reads codes with a float scale or zero "
+                                            f"point (from '{self.graph.origin.get(scaled[0], scaled[0])}'); not supported")
+            self.graph.scales[out] = self.graph.scales[scaled[0]]
         self.graph.nodes.append(Node(node.name or out, op.name, inputs, out, attrs))
         self.graph.origin[out] = node.name
         self.env[out] = out
 
     # -- ops -----------------------------------------------------------------------------
-    def quant_params(self, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray, int]:
-        scale = self.const(node.input[1], node, "the scale")
-        zp = self.const(node.input[2], node, "the zero point")
-        bits = self.const(node.input[3], node, "the bit width")
-        if np.any(zp != 0):
-            raise UnsupportedModelError(f"node '{node.name}' (Quant): zero point {zp.ravel()[:4]} is not 0")
-        if bits.size != 1 or bits.ravel()[0] != int(bits.ravel()[0]) or not 1 <= int(bits.ravel()[0]) <= MAX_WIDTH:
-            raise UnsupportedModelError(f"node '{node.name}' (Quant): bit width {bits.ravel()[:4]} is not an integer in 1..{MAX_WIDTH}")
-        exp = power_of_two_exponent(scale)
-        if exp is None:
-            bad = next(float(s) for s in scale.ravel() if power_of_two_exponent(np.array([s])) is None)
-            raise UnsupportedModelError(
-                f"node '{node.name}' (Quant): scale {bad:.9g} is not a power of two (use a power-of-two/fixed-point quantizer)"
-            )
-        return scale, exp, int(bits.ravel()[0])
-
-    def on_Quant(self, node: onnx.NodeProto) -> None:
-        scale, exp, bits = self.quant_params(node)
-        signed, narrow = bool(_attr(node, "signed", 1)), bool(_attr(node, "narrow", 0))
-        try:
-            rounding = Rounding.parse(_attr(node, "rounding_mode", "ROUND"))
-        except ValueError:
-            raise UnsupportedModelError(f"node '{node.name}' (Quant): unknown rounding mode "
-                                        f"{str(_attr(node, 'rounding_mode')).upper()}") from None
-        src = node.input[0]
-        x = self.env.get(src)
-        zp = self.const(node.input[2], node, "the zero point")
-        if isinstance(x, _Const):
-            try:
-                np.broadcast_shapes(x.value.shape, scale.shape, zp.shape)
-            except ValueError:
-                raise UnsupportedModelError(f"node '{node.name}' (Quant): scale {list(scale.shape)} / zero point "
-                                            f"{list(zp.shape)} do not broadcast to its input {list(x.value.shape)}") from None
-            _finite(x.value, node, src)
-            s = np.ldexp(np.ones_like(scale, dtype=np.float64), exp)
-            v = x.value / s
-            if bits == 1 and signed:  # QONNX: 1-bit signed Quant is bipolar
-                codes = np.where(v >= 0, 1.0, -1.0)
-            else:
-                lo, hi = quant.min_int(signed, narrow, bits), quant.max_int(signed, narrow, bits)
-                codes = round_float(np.clip(v, lo, hi), rounding)
-            self.env[node.output[0]] = _Const(codes * s)
+    def _linear(self, node, x: str, w: np.ndarray, b: np.ndarray | None, op_module, orient=lambda a: a, out_axis=0,
+                **extra) -> None:
+        """A linear op (dense / conv / convtranspose module): weights and bias as exact codes
+        (float-scaled weights or inputs: on integer codes, the real constants in flight)."""
+        if self.float_weights(node.input[1], x):
+            self.real_linear(node, x, node.input[1], w, b, op_module, orient, out_axis, **extra)
             return
-        if scale.size != 1 or zp.size != 1:
-            raise UnsupportedModelError(f"node '{node.name}' (Quant): per-channel activation scales or zero points "
-                                        f"(shapes {list(scale.shape)}, {list(zp.shape)}) are not supported")
-        if bits == 1 and signed:
-            raise UnsupportedModelError(f"node '{node.name}' (Quant): 1-bit (bipolar) activations are not supported")
-        attrs = quant.Attrs(FixedType(bits, -int(exp.ravel()[0]), signed), narrow, rounding)
-        if node.name in self.deferred:
-            op, inputs, make = self.deferred.pop(node.name)
-            self.add(node, op, inputs, make(attrs))
-            return
-        if src == self.pending_input:
-            self.graph.input = node.output[0]
-            self.graph.origin[node.output[0]] = node.name
-            self.graph.input_quant = attrs
-            self.graph.values[node.output[0]] = TensorType(self.input_shape, attrs.out, attrs.qmin, attrs.qmax)
-            self.env[node.output[0]] = node.output[0]
-            self.pending_input = None
-            return
-        self.add(node, quant.OP, [self.value(src, node)], attrs)
-
-    def on_BipolarQuant(self, node: onnx.NodeProto) -> None:
-        x = self.env.get(node.input[0])
-        scale = self.const(node.input[1], node, "the scale")
-        if power_of_two_exponent(scale) is None:
-            raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): scale {scale.ravel()[0]:.9g} is not a power of two")
-        if not isinstance(x, _Const):
-            raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): bipolar activations are not supported")
-        _finite(x.value, node, node.input[0])
-        self.env[node.output[0]] = _Const(np.where(x.value / scale >= 0, 1.0, -1.0) * scale)
-
-    def _linear(self, node, x: str, w: np.ndarray, b: np.ndarray | None, op_module, **extra) -> None:
-        """A linear op (dense / conv / convtranspose module): weights and bias as exact codes."""
         wcodes, wtype = weight_codes(w, f"node '{node.name}' weights")
         bcodes, btype = weight_codes(b, f"node '{node.name}' bias") if b is not None else (None, None)
         self.add(node, op_module.OP, [x], op_module.Attrs(wcodes, wtype, bcodes, btype, **extra))
@@ -281,15 +203,15 @@ class _Importer:
         if _attr(node, "transA", 0) or _attr(node, "alpha", 1.0) != 1.0 or _attr(node, "beta", 1.0) != 1.0:
             raise UnsupportedModelError(f"node '{node.name}' (Gemm): only alpha=beta=1, transA=0 is supported")
         w = self.const(node.input[1], node, "the weight")
-        w = w.T if _attr(node, "transB", 0) else w
+        orient = (lambda a: a.T) if _attr(node, "transB", 0) else (lambda a: a)
         b = self.const(node.input[2], node, "the bias").reshape(-1) if len(node.input) > 2 and node.input[2] else None
-        self._linear(node, self.value(node.input[0], node), w, b, dense)
+        self._linear(node, self.value(node.input[0], node), orient(w), b, dense, orient, out_axis=1)
 
     def on_MatMul(self, node: onnx.NodeProto) -> None:
         w = self.const(node.input[1], node, "the weight (second input)")
         if w.ndim != 2:
             raise UnsupportedModelError(f"node '{node.name}' (MatMul): weight must be 2D, got {w.shape}")
-        self._linear(node, self.value(node.input[0], node), w, None, dense)
+        self._linear(node, self.value(node.input[0], node), w, None, dense, out_axis=1)
 
     def axis(self, node: onnx.NodeProto, value_name: str, default=None) -> int | None:
         """The node's ``axis`` attribute, negative values counted from the end of the input's
@@ -308,6 +230,9 @@ class _Importer:
 
     def on_Add(self, node: onnx.NodeProto) -> None:
         a, c = node.input
+        if any(isinstance(self.env.get(v), Affine) or v == self.pending_input for v in node.input) and \
+                self.constant_arith(node):
+            return
         if not any(isinstance(self.env.get(v), _Const) for v in node.input):
             self.add(node, merge.ADD, [self.value(a, node), self.value(c, node)], merge.Attrs())
             return
@@ -369,7 +294,7 @@ class _Importer:
                                         f"{list(_attr(node, 'output_padding'))} is not supported (only zeros)")
         strides, pads = self.window(node, tuple(w.shape[2:]))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
-        self._linear(node, self.value(node.input[0], node), w, b, convtranspose, strides=strides, pads=pads)
+        self._linear(node, self.value(node.input[0], node), w, b, convtranspose, out_axis=1, strides=strides, pads=pads)
 
     def defer_to_quant(self, node: onnx.NodeProto, op: OpDef, make, why: str) -> None:
         """``node`` must feed exactly one Quant (else refused: ``why``); the pair becomes one
@@ -478,7 +403,12 @@ class _Importer:
         self.add(node, upsample.OP, [x], upsample.Attrs(factors))
 
     def on_Relu(self, node: onnx.NodeProto) -> None:
-        self.add(node, relu.OP, [self.value(node.input[0], node)], relu.Attrs())
+        if self.real_relu(node):
+            return
+        x = self.value(node.input[0], node)
+        if x in self.graph.scales and any(z != 0 for z in self.graph.scales[x].zero):
+            raise UnsupportedModelError(f"node '{node.name}' (Relu): on codes with a non-zero zero point is not supported")
+        self.add(node, relu.OP, [x], relu.Attrs(), keeps_scale=True)  # max(0, (q - 0) * s) = max(0, q) * s
 
     def on_MaxPool(self, node: onnx.NodeProto) -> None:
         k = tuple(int(v) for v in _attr(node, "kernel_shape"))
@@ -509,6 +439,9 @@ class _Importer:
         self.add(node, leakyrelu.OP, [self.value(node.input[0], node)], leakyrelu.Attrs(int(code[0]), int(frac)))
 
     def on_Flatten(self, node: onnx.NodeProto) -> None:
+        if node.input[0] == self.pending_input and self.axis(node, node.input[0], 1) == 1:
+            self.bypass_input(node, (math.prod(self.input_shape),))
+            return
         if self.axis(node, node.input[0], 1) != 1:
             raise UnsupportedModelError(f"node '{node.name}' (Flatten): attribute axis={_attr(node, 'axis')} is not "
                                         "supported (only 1)")
@@ -521,6 +454,9 @@ class _Importer:
                 not (shape[0] in (-1, 1) or (shape[0] == 0 and zero_copies)):
             raise UnsupportedModelError(f"node '{node.name}' (Reshape): only flattening to (N, -1) is supported, got "
                                         f"{shape.tolist()} (allowzero={_attr(node, 'allowzero', 0)})")
+        if node.input[0] == self.pending_input:
+            self.bypass_input(node, (math.prod(self.input_shape),))
+            return
         self.add(node, flatten.OP, [self.value(node.input[0], node)], flatten.Attrs())
 
     def _shape_of(self, name: str) -> tuple[int, ...]:
@@ -554,6 +490,8 @@ class _Importer:
         if self.pending_input is not None:
             raise UnsupportedModelError(f"graph input '{self.pending_input}' is never quantized (no Quant node reads it)")
         out = self.env.get(self.model.graph.output[0].name)
+        if isinstance(out, Affine):
+            out = self.affine_output(out)
         if not isinstance(out, str):
             raise UnsupportedModelError(f"graph output '{self.model.graph.output[0].name}' is not computed from the input")
         self.graph.output = out
@@ -572,6 +510,11 @@ def _ancestors(g: onnx.GraphProto, value: str) -> set[str]:
     return live
 
 
-def import_model(model: onnx.ModelProto) -> Graph:
-    """Cleaned QONNX/QCDQ model -> untyped-node IR (input typed; run passes to type the rest)."""
-    return _Importer(clean(model)).run()
+def import_model(model: onnx.ModelProto, input_type: str | None = None) -> Graph:
+    """Cleaned QONNX/QCDQ model -> untyped-node IR (input typed; run passes to type the rest).
+    ``input_type``: the declared type of a float input that no Quant reads."""
+    model = normalize_domains(model)
+    imp = _Importer(clean(model), input_datatype(model))
+    imp.input_type = parse_input_type(input_type) if input_type else None
+    imp.graph.input_type = input_type
+    return imp.run()

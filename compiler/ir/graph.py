@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from .meaning import CodeScale, InputMap
 from .types import TensorType
 
 
@@ -35,6 +38,27 @@ class Graph:
     #: IR value -> the name of the ONNX node whose (first) output it is: where the
     #: independent executor's values are compared with ours, node by node.
     origin: dict[str, str] = field(default_factory=dict)
+    #: values whose codes are not fixed point: real = (code - zero) * scale (ir.meaning)
+    scales: dict[str, CodeScale] = field(default_factory=dict)
+    #: the input's quantizer on real data when it is not ``input_quant``'s fixed point
+    input_map: InputMap | None = None
+    #: a trailing Softmax the design stops before (its name): the output is its logits
+    softmax: str | None = None
+    #: the declared type of a float input no Quant reads (``--input-type``), as given
+    input_type: str | None = None
+
+    def real(self, value: str, codes: np.ndarray) -> np.ndarray:
+        """float64 real values (the user's model's) of a value's int codes ``(N, *shape)``."""
+        cs = self.scales.get(value)
+        if cs is None:
+            return np.ldexp(np.asarray(codes, dtype=np.float64), -self.values[value].ftype.frac)
+        return cs.real(codes, self.values[value].shape)
+
+    def input_real(self, codes: np.ndarray) -> np.ndarray:
+        """A real input per input code: the centre of the values the input's quantizer maps to it."""
+        if self.input_map is None:
+            return np.ldexp(np.asarray(codes, dtype=np.float64), -self.values[self.input].ftype.frac)
+        return self.input_map.centers(codes)
 
     def type_of(self, value: str) -> TensorType:
         return self.values[value]

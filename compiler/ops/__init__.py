@@ -8,7 +8,7 @@ see :mod:`.base` for the contract and docs/architecture.md for how to add an op.
 from __future__ import annotations
 
 from . import (avgpool, conv, convlstm, convtranspose, crop, dense, flatten, globalavgpool, gru, leakyrelu, lstm, lut,
-               maxpool, merge, quant, relu, transpose, upsample)
+               maxpool, merge, quant, relu, rescale, transpose, upsample)
 from .base import IoType, Layout, OpDef, Trait
 
 OPS: dict[str, OpDef] = {
@@ -31,6 +31,7 @@ OPS: dict[str, OpDef] = {
     gru.OP.name: gru.OP,
     convlstm.OP.name: convlstm.OP,
     transpose.OP.name: transpose.OP,
+    rescale.OP.name: rescale.OP,
 }
 
 __all__ = ["IoType", "Layout", "OPS", "OpDef", "Trait"]

@@ -57,6 +57,9 @@ class Trait(Enum):
     RANGE_EXACT = "range-exact"
     #: a relabelling of its input that hls4ml folds into the input's type (flatten)
     RESHAPE = "reshape"
+    #: its output codes are input codes, moved, selected or maxed (pools, reshapes, upsampling):
+    #: the real meaning of the input's codes (``ir.meaning.CodeScale``) is the output's
+    CODE_SELECT = "code-select"
     #: integer weights and an optional bias (``bias_size``, ``with_bias``): a constant Add
     #: after it is its bias
     LINEAR = "linear"
@@ -145,6 +148,11 @@ class OpDef(ABC, Generic[A]):
     def macs(self, attrs: A, ins: list[TensorType], out: TensorType) -> int:
         """Multiply-accumulates per sample."""
         return 0
+
+    def form(self, attrs: A, ins: list[TensorType], out: TensorType) -> str:
+        """The hardware form the lowering chose, in words (``tessera inspect``); empty when
+        the op has one form."""
+        return ""
 
     # -- the partitioner's facets ------------------------------------------------------------
 

@@ -29,7 +29,7 @@ class Attrs:
 
 class Crop(OpDef[Attrs]):
     name = "crop"
-    traits = frozenset({Trait.RANGE_EXACT})
+    traits = frozenset({Trait.RANGE_EXACT, Trait.CODE_SELECT})
     extensions = (Extension(
         "TesseraCrop3D", "A box of a channels-last tensor (inserted by the spatial partitioner).", "crop",
         "nnet_tessera_crop3d.h", config_keys=tuple(f"{p}_{d}" for p in ("in", "start", "out") for d in DIMS) + ("n_chan",),

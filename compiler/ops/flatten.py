@@ -21,7 +21,7 @@ class Attrs:
 
 class Flatten(OpDef[Attrs]):
     name = "flatten"
-    traits = frozenset({Trait.RESHAPE})
+    traits = frozenset({Trait.RESHAPE, Trait.CODE_SELECT})
 
     def infer(self, attrs, ins, node):
         (x,) = ins

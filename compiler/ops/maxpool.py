@@ -49,7 +49,7 @@ def pool3d_extension(layer: str, doc: str, folder: str, header: str, extra: tupl
 
 class MaxPool(OpDef[Attrs]):
     name = "maxpool"
-    traits = frozenset({Trait.WINDOW, Trait.RANGE_EXACT})
+    traits = frozenset({Trait.WINDOW, Trait.RANGE_EXACT, Trait.CODE_SELECT})
     extensions = (pool3d_extension("TesseraMaxPool3D", "3D max pooling, channels-last, no padding.", "pool3d",
                                    "nnet_tessera_pool3d.h"),)
 

@@ -150,6 +150,29 @@ def div_round(num: np.ndarray, den: np.ndarray | int, mode: Rounding | str) -> n
         Fact.INEXACT: lambda: r > 0, Fact.ODD: lambda: (q & 1) == 1})
 
 
+class _PythonLogic:
+    def and_(self, a, b):
+        return a and b
+
+    def or_(self, a, b):
+        return a or b
+
+    def not_(self, a):
+        return not a
+
+
+PYTHON = _PythonLogic()
+
+
+def div_round_int(num: int, den: int, mode: Rounding | str) -> int:
+    """Exact ``R(num / den)`` on Python integers of any size (``den > 0``): the same table."""
+    q, r = divmod(int(num), int(den))
+    facts = {Fact.ABOVE_HALF: lambda: 2 * r > den, Fact.AT_HALF: lambda: 2 * r == den, Fact.NEGATIVE: lambda: num < 0,
+             Fact.INEXACT: lambda: r > 0, Fact.ODD: lambda: q % 2 == 1}
+    up = round_up(Rounding(mode), lambda f: facts[f](), PYTHON)
+    return q + 1 if up else q
+
+
 def shift_round(x: np.ndarray, shift: int, mode: Rounding | str) -> np.ndarray:
     """Exact ``R(x / 2**shift)`` on int64 codes (``shift <= 0`` is an exact left shift)."""
     x = np.asarray(x, dtype=np.int64)
@@ -179,4 +202,4 @@ def round_float(v: np.ndarray, mode: Rounding | str) -> np.ndarray:
         Fact.NEGATIVE: lambda: v < 0, Fact.INEXACT: lambda: v > q, Fact.ODD: lambda: np.mod(q, 2.0) == 1.0})
 
 
-__all__ = ["CPP_ENUM", "Fact", "Logic", "ROUND_UP", "Rounding", "div_round", "round_float", "round_up", "shift_round"]
+__all__ = ["CPP_ENUM", "Fact", "Logic", "ROUND_UP", "Rounding", "div_round", "div_round_int", "round_float", "round_up", "shift_round"]

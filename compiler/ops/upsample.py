@@ -27,7 +27,7 @@ class Attrs:
 
 class Upsample(OpDef[Attrs]):
     name = "upsample"
-    traits = frozenset({Trait.SCATTER, Trait.RANGE_EXACT})
+    traits = frozenset({Trait.SCATTER, Trait.RANGE_EXACT, Trait.CODE_SELECT})
     extensions = (Extension(
         "TesseraUpsample3D", "Nearest-neighbour upsampling by integer factors, channels-last.", "upsample",
         "nnet_tessera_upsample.h", config_keys=tuple(f"{p}_{d}" for p in ("in", "factor") for d in DIMS) + ("n_chan",),

@@ -186,7 +186,7 @@ class PartitionedSim:
         p = self.manifest.get("partition")
         if p is None:
             raise ProjectError(f"{prj} is not a partitioned project")
-        self.graph = compile_ir(self.prj / "model.onnx")
+        self.graph = compile_ir(self.prj / "model.onnx", self.manifest["input_quant"].get("declared_type"))
         self.part = Partition.plan(self.graph, tuple(p["grid"]), p["mode"], p["cut"])
         self.workers = workers
 

@@ -58,17 +58,16 @@ def test_unsupported_op_names_op_and_node(tmp_path, make_qonnx_mlp):
     assert not (tmp_path / "prj").exists()
 
 
-def test_non_power_of_two_scale_names_node(tmp_path, make_qonnx_mlp):
+def test_float_activation_scale_is_inspected_with_its_proven_form(tmp_path, make_qonnx_mlp):
     m = make_qonnx_mlp(tmp_path / "m.onnx", act_scale=0.1)
-    code, text = run("compile", m, "-o", tmp_path / "prj")
-    line = one_line_error(text)
-    assert code == 4 and "Quant_xq" in line and "power of two" in line and "0.1" in line
+    code, text = run("inspect", m)
+    assert code == 0 and "rescale" in text and "multiply-shift" in text
 
 
-def test_non_power_of_two_weight_scale(tmp_path, make_qonnx_mlp):
+def test_float_weight_scale_is_inspected_with_its_proven_form(tmp_path, make_qonnx_mlp):
     m = make_qonnx_mlp(tmp_path / "m.onnx", weight_scale=0.0123)
     code, text = run("inspect", m)
-    assert code == 4 and "Quant_Wq" in one_line_error(text)
+    assert code == 0 and "rescale" in text and "shift" in text
 
 
 def test_refuses_to_overwrite(tmp_path, make_qonnx_mlp):

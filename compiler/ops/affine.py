@@ -1,0 +1,243 @@
+"""The one exact requantization primitive: ``y = clamp(R(slope * x + offset), qmin, qmax)``.
+
+Every float32/float64 constant is a dyadic rational, so whatever real constants act between
+two quantizers (weight and input scales, a bias, BatchNorm's folded affine, Mul/Add/Sub/Div
+by constants, zero points) and the Quant that ends them, the code a Quant produces is
+``clamp(R(N / D))`` with ``N = A * x + B`` an integer-linear function of the integer
+accumulator ``x`` and ``D > 0``: here ``slope = A / D`` and ``offset = B / D`` as exact
+:class:`fractions.Fraction` values and ``R`` a QONNX rounding mode (:mod:`.rounding`, one
+table).  A bipolar quantizer (QONNX ``BipolarQuant``, 1-bit signed ``Quant``) is the step
+``y = [slope * x + offset >= 0]`` with codes {0, 1} standing for {-1, +1}.
+
+:meth:`Step.exact` is the definition.  Over an integer domain ``[lo, hi]`` (the reachable
+accumulator range) the function is monotone in ``x`` (the direction of ``slope``), so it is
+entirely described by its *thresholds*: for increasing steps ``y(x) = qmin + #{k : x >= t_k}``
+(:func:`thresholds`, computed from :meth:`Step.exact` at every step, ties and modes
+included).  Hardware computes it as one integer multiply, add and arithmetic shift
+``clamp((M * x + C) >> s)`` (:func:`multiply_shift`): ``M, C, s`` are constructed from the
+thresholds' constraints and :func:`prove` checks the integer form at every threshold and its
+predecessor and at both ends of the domain; two monotone step functions that agree there
+agree on the whole domain.  Where no multiply-shift exists within the width limit (e.g.
+ties that alternate under half-even rounding) the thresholds themselves are the hardware
+form (compare and count, FINN's MultiThreshold), chosen also for outputs of at most 2 bits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .rounding import Rounding, div_round_int
+
+#: Widest ``M * x + C`` the multiply-shift form may use (bits, sign included).
+MAX_PRODUCT_BITS = 64
+#: Most thresholds (output codes - 1) a threshold form or the exact reference enumerates.
+MAX_THRESHOLDS = 4095
+#: Outputs with at most this many thresholds use the threshold form (1-2 bit outputs).
+THRESHOLD_FORM_MAX = 3
+
+
+@dataclass(frozen=True)
+class Step:
+    """``clamp(R(slope * x + offset), qmin, qmax)``, or ``[slope * x + offset >= 0]`` when bipolar."""
+
+    slope: Fraction
+    offset: Fraction
+    rounding: Rounding
+    qmin: int
+    qmax: int
+    bipolar: bool = False
+
+    def exact(self, x: int | Fraction) -> int:
+        v = self.slope * x + self.offset
+        if self.bipolar:
+            return 1 if v >= 0 else 0
+        y = div_round_int(v.numerator, v.denominator, self.rounding)
+        return min(max(y, self.qmin), self.qmax)
+
+    @property
+    def direction(self) -> int:
+        return (self.slope > 0) - (self.slope < 0)
+
+    @property
+    def levels(self) -> int:
+        """Number of thresholds (output codes minus one)."""
+        return self.qmax - self.qmin
+
+
+def _increasing(step: Step, sign: int):
+    """The step as an increasing function of ``sign * x`` (sign = -1 for decreasing steps)."""
+    return lambda u: step.exact(sign * u)
+
+
+def _boundary(step: Step, k: int) -> Fraction:
+    """Where ``slope * u + offset`` crosses into level ``k`` (within one step for every mode)."""
+    return (Fraction(0) if step.bipolar else Fraction(k) - Fraction(1, 2)) - step.offset
+
+
+def _first(f, k: int, lo: int, hi: int, guess: int, span: int) -> int:
+    """The smallest integer ``u`` in ``[lo, hi + 1]`` with ``f(u) >= k`` (``f`` non-decreasing;
+    ``hi + 1``: none), searched by bisection from a bracket around ``guess``."""
+    a, b = max(lo, guess - span), min(hi + 1, guess + span)
+    if a > lo and f(a) >= k:
+        a = lo
+    if b <= hi and f(b) < k:
+        b = hi + 1
+    if f(a) >= k:
+        return a
+    while b - a > 1:  # invariant: f(a) < k, and f(b) >= k or b == hi + 1
+        m = (a + b) // 2
+        if f(m) >= k:
+            b = m
+        else:
+            a = m
+    return b
+
+
+def thresholds(step: Step, lo: int, hi: int) -> tuple[int, np.ndarray]:
+    """``(sign, t)``: for every ``x`` in ``[lo, hi]``, ``step.exact(x) == qmin + #{k : sign * x >= t[k]}``.
+
+    ``t`` is non-decreasing, each value clipped to the domain of ``u = sign * x``
+    (``[ulo, uhi + 1]``; ``uhi + 1`` means never reached).  Exact: every threshold is placed
+    by evaluating :meth:`Step.exact`."""
+    sign = -1 if step.direction < 0 else 1
+    ulo, uhi = (lo, hi) if sign > 0 else (-hi, -lo)
+    f = _increasing(step, sign)
+    slope = step.slope * sign
+    span = 2 + (math.ceil(1 / slope) if slope else 0)
+    out = []
+    for k in range(step.qmin + 1, step.qmax + 1):
+        if slope == 0:
+            t = ulo if f(ulo) >= k else uhi + 1
+        else:
+            guess = min(max(math.ceil(_boundary(step, k) / slope), ulo), uhi + 1)
+            t = _first(f, k, ulo, uhi, guess, span)
+        out.append(t)
+    return sign, np.array(out, dtype=object)
+
+
+@dataclass(frozen=True)
+class MultiplyShift:
+    """``y = clamp((mult * x + add) >> shift, qmin, qmax)`` (arithmetic shift: floor)."""
+
+    mult: int
+    add: int
+    shift: int
+
+    def __call__(self, x: int, qmin: int, qmax: int) -> int:
+        return min(max((self.mult * x + self.add) >> self.shift, qmin), qmax)
+
+    def product_bits(self, lo: int, hi: int) -> int:
+        """Signed bits of ``mult * x + add`` over ``[lo, hi]``."""
+        peak = max(abs(self.mult * lo + self.add), abs(self.mult * hi + self.add), abs(self.add))
+        return peak.bit_length() + 1
+
+
+def _add_interval(mult: int, shift: int, levels: list[tuple[int, int]], ulo: int, uhi: int,
+                  first: int, last: int, qmin: int, qmax: int) -> tuple[int, int] | None:
+    """The interval of ``add`` making ``(mult * u + add) >> shift`` match the thresholds."""
+    one = 1 << shift
+    lo_c, hi_c = -(1 << 200), 1 << 200
+    for k, t in levels:  # interior jumps: value >= k at t, < k at t - 1
+        lo_c = max(lo_c, k * one - mult * t)
+        hi_c = min(hi_c, k * one - mult * (t - 1) - 1)
+    if first > qmin:  # at the bottom of the domain the value must already reach `first`
+        lo_c = max(lo_c, first * one - mult * ulo)
+    if last < qmax:  # and at the top stay below last + 1
+        hi_c = min(hi_c, (last + 1) * one - mult * uhi - 1)
+    return (lo_c, hi_c) if lo_c <= hi_c else None
+
+
+def multiply_shift(step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray] | None = None) -> MultiplyShift | None:
+    """The narrowest proven ``M, C, s`` with ``clamp((M x + C) >> s) == step.exact(x)`` on
+    ``[lo, hi]``, or None when none fits :data:`MAX_PRODUCT_BITS`."""
+    sign, t = sign_t if sign_t is not None else thresholds(step, lo, hi)
+    ulo, uhi = (lo, hi) if sign > 0 else (-hi, -lo)
+    f = _increasing(step, sign)
+    first, last = f(ulo), f(uhi)
+    levels = [(step.qmin + 1 + i, int(v)) for i, v in enumerate(t) if ulo < v <= uhi]
+    slope = step.slope * sign
+    width = max(abs(ulo), abs(uhi), 1).bit_length()
+    for shift in range(0, MAX_PRODUCT_BITS - width):
+        exact = slope * (1 << shift)
+        for mult in sorted({math.floor(exact), math.ceil(exact)}):
+            if mult < 0:
+                continue
+            c = _add_interval(mult, shift, levels, ulo, uhi, first, last, step.qmin, step.qmax)
+            if c is None:
+                continue
+            ms = MultiplyShift(mult * sign, c[0], shift)
+            if ms.product_bits(lo, hi) <= MAX_PRODUCT_BITS and prove(step, ms, lo, hi, (sign, t)):
+                return ms
+    return None
+
+
+def prove(step: Step, ms: MultiplyShift, lo: int, hi: int, sign_t: tuple[int, np.ndarray] | None = None) -> bool:
+    """Whether the multiply-shift equals the step on every integer of ``[lo, hi]``: both are
+    monotone in the same direction, so agreeing at both ends and on both sides of every
+    threshold inside the domain is agreeing everywhere."""
+    sign, t = sign_t if sign_t is not None else thresholds(step, lo, hi)
+    points = {lo, hi}
+    for v in t:
+        x = sign * int(v)
+        for p in (x, x - sign):
+            if lo <= p <= hi:
+                points.add(p)
+    if step.slope != 0 and ms.mult != 0 and (ms.mult > 0) != (step.slope > 0):
+        return False
+    return all(ms(p, step.qmin, step.qmax) == step.exact(p) for p in points)
+
+
+def apply_thresholds(sign: int, t: np.ndarray, qmin: int, x: np.ndarray) -> np.ndarray:
+    """``qmin + #{k : sign * x >= t[k]}`` on int64 codes (``t`` sorted)."""
+    tt = np.asarray([int(v) for v in t], dtype=np.int64)
+    return qmin + np.searchsorted(tt, sign * np.asarray(x, dtype=np.int64), side="right").astype(np.int64)
+
+
+def _key(x: float) -> int:
+    """float64 -> an integer with the same order (for bisection over floats)."""
+    b = int(np.float64(x).view(np.int64))
+    return b if b >= 0 else -(b & 0x7FFFFFFFFFFFFFFF)
+
+
+def _unkey(k: int) -> float:
+    return float(np.int64(k if k >= 0 else (-k) | -0x8000000000000000).view(np.float64))
+
+
+def float_thresholds(step: Step) -> np.ndarray:
+    """For a step on real (float64) inputs: the smallest float64 reaching each level, so that
+    ``step.exact(x) == qmin + #{k : x >= t[k]}`` for every finite float64 ``x`` (increasing
+    steps; bisection over the ordered float64 values, each probe evaluated exactly)."""
+    if step.direction <= 0:
+        raise ValueError("float thresholds need an increasing step")
+    f = lambda key: step.exact(Fraction(_unkey(key)))  # noqa: E731
+    lo_key, hi_key = _key(-np.finfo(np.float64).max), _key(np.finfo(np.float64).max)
+    width = 2 / step.slope
+    out = []
+    for k in range(step.qmin + 1, step.qmax + 1):
+        guess = _boundary(step, k) / step.slope
+        a, b = _key(float(guess - width)), _key(float(guess + width))
+        if f(a) >= k:
+            a = lo_key
+        if f(b) < k:
+            b = hi_key
+        while b - a > 1:  # f(a) < k <= f(b)
+            m = (a + b) // 2
+            if f(m) >= k:
+                b = m
+            else:
+                a = m
+        out.append(_unkey(b))
+    return np.array(out, dtype=np.float64)
+
+
+def fraction(v: float | np.floating) -> Fraction:
+    """The exact rational value of a float (refuses NaN/Inf)."""
+    return Fraction(float(v))
+
+
+__all__ = ["MAX_PRODUCT_BITS", "MAX_THRESHOLDS", "MultiplyShift", "Step", "THRESHOLD_FORM_MAX", "apply_thresholds",
+           "float_thresholds", "fraction", "multiply_shift", "prove", "thresholds"]

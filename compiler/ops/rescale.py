@@ -1,0 +1,203 @@
+"""Rescale: the exact requantization primitive as an op (:mod:`.affine`).
+
+``y[c, ...] = clamp(R(slope_c * x[c, ...] + offset_c), qmin, qmax)`` on integer codes, one
+:class:`.affine.Step` per channel (axis 0) or one for the whole tensor.  The frontend builds
+it wherever real constants act between a layer and the Quant that ends it: float (and
+per-channel) scales, a folded BatchNorm, Mul/Add/Sub/Div by constants, zero points, a ReLU
+(which only raises ``qmin``), a BipolarQuant (``bipolar``: codes {0, 1} for {-1, +1}).
+
+- ``semantics``: the thresholds of the exact definition (:func:`.affine.thresholds`, every
+  threshold placed by evaluating the rational function exactly), applied by comparison.
+- ``onnx_reference``: the same thresholds as ONNX comparisons (``GreaterOrEqual`` and a
+  count), integer-exact.
+- ``lower``: ``TesseraRescale`` (``hls_templates/rescale``) in the form :func:`form` chose and
+  proved: one multiply, add and shift per element, or thresholds for 1-2 bit outputs and
+  where no multiply-shift fits in 64 bits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from ..ir.types import FixedType, TensorType, bits_for_range
+from .affine import MAX_THRESHOLDS, THRESHOLD_FORM_MAX, MultiplyShift, Step, apply_thresholds, multiply_shift, thresholds
+from .base import OpDef, Trait
+from .extension import Extension, Weight, out_shape_attr
+from .work import Work, elementwise_work
+
+
+class Form(Enum):
+    MULTIPLY_SHIFT = 0
+    THRESHOLDS = 1
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """The proven hardware form of every channel over the reachable input range."""
+
+    form: Form
+    signs: np.ndarray  # (C,) +1 / -1: the direction of each channel's step
+    thresholds: np.ndarray  # (C, K) int64, K = qmax - qmin
+    steps: tuple[MultiplyShift, ...] = ()  # multiply-shift form: one per channel, one shift
+
+    @property
+    def shift(self) -> int:
+        return self.steps[0].shift if self.steps else 0
+
+    def describe(self, lo: int, hi: int) -> str:
+        if self.form == Form.THRESHOLDS:
+            return f"thresholds: {self.thresholds.shape[1]} per channel"
+        mult = max(abs(s.mult) for s in self.steps)
+        prod = max(s.product_bits(lo, hi) for s in self.steps)
+        return f"multiply-shift: {mult.bit_length() + 1}-bit multiplier, shift {self.shift}, {prod}-bit product"
+
+
+@dataclass(frozen=True, eq=False)
+class Attrs:
+    steps: tuple[Step, ...]  # one per channel (axis 0), or one for every element
+    out: FixedType  # the codes' type (integer codes: frac 0)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def qmin(self) -> int:
+        return min(s.qmin for s in self.steps)
+
+    @property
+    def qmax(self) -> int:
+        return max(s.qmax for s in self.steps)
+
+
+def out_type(qmin: int, qmax: int) -> FixedType:
+    width, signed = bits_for_range(qmin, qmax)
+    return FixedType(width, 0, signed)
+
+
+def implementation(attrs: Attrs, x: TensorType, node: str = "") -> Implementation:
+    """Thresholds of every channel and the chosen, proven hardware form (cached)."""
+    key = (x.lo, x.hi)
+    if key in attrs._cache:
+        return attrs._cache[key]
+    levels = attrs.steps[0].levels
+    if levels > MAX_THRESHOLDS or any(s.levels != levels for s in attrs.steps):
+        raise UnsupportedModelError(f"node '{node}': a {out_type(attrs.qmin, attrs.qmax).width}-bit output after real "
+                                    f"scaling has {levels} levels; at most {MAX_THRESHOLDS} are supported")
+    st = [thresholds(s, x.lo, x.hi) for s in attrs.steps]
+    signs = np.array([s for s, _ in st], dtype=np.int64)
+    thr = np.array([[int(v) for v in t] for _, t in st], dtype=np.int64).reshape(len(st), levels)
+    impl = Implementation(Form.THRESHOLDS, signs, thr)
+    if levels > THRESHOLD_FORM_MAX:
+        found = [multiply_shift(s, x.lo, x.hi, t) for s, t in zip(attrs.steps, st)]
+        if all(f is not None for f in found):
+            shift = max(f.shift for f in found)
+            found = [MultiplyShift(f.mult << (shift - f.shift), f.add << (shift - f.shift), shift) for f in found]
+            impl = Implementation(Form.MULTIPLY_SHIFT, signs, thr, tuple(found))
+    attrs._cache[key] = impl
+    return impl
+
+
+def _channels(attrs: Attrs, x: TensorType) -> int:
+    return len(attrs.steps) if len(attrs.steps) > 1 else 1
+
+
+class Rescale(OpDef[Attrs]):
+    name = "rescale"
+    traits = frozenset({Trait.ELEMENTWISE})
+    extensions = (Extension(
+        "TesseraRescale", "Exact requantization clamp(R(slope_c x + offset_c)): proven multiply-shift or thresholds.",
+        "rescale", "nnet_tessera_rescale.h",
+        config_keys=("n_in", "n_chan", "levels", "shift", "form_code", "qmin", "qmax", "out_bits"),
+        output_shape=out_shape_attr, attributes=("n_in", "n_chan", "levels", "shift", "form_code", "qmin", "qmax", "out_bits"),
+        weights=(Weight("mult", "m{index}", "m"), Weight("add", "a{index}", "a"), Weight("thr", "t{index}", "t")),
+        types=("accum",),  # the product mult * x + add
+        config_types=lambda layer: {"mult_t": layer.get_weights("mult").type.name,
+                                    "add_t": layer.get_weights("add").type.name,
+                                    "thr_t": layer.get_weights("thr").type.name,
+                                    "prod_t": layer.get_attr("accum_t").name}),)
+
+    def infer(self, attrs: Attrs, ins, node):
+        (x,) = ins
+        if len(attrs.steps) > 1 and (not x.shape or x.shape[0] != len(attrs.steps)):
+            raise UnsupportedModelError(f"node '{node}': {len(attrs.steps)} per-channel scales for a tensor of shape {x.shape}")
+        impl = implementation(attrs, x, node)
+        ends = [s.exact(v) for s in attrs.steps for v in (x.lo, x.hi)]
+        del impl
+        return TensorType(x.shape, attrs.out, min(ends), max(ends))
+
+    def _per_channel(self, attrs: Attrs, x: TensorType, values: np.ndarray) -> np.ndarray:
+        """A (C,) parameter broadcast against (N, *shape) codes."""
+        return values.reshape((1, -1) + (1,) * (len(x.shape) - 1)) if len(attrs.steps) > 1 else values.reshape(())
+
+    def semantics(self, attrs: Attrs, xs, ins, out):
+        x = ins[0]
+        impl = implementation(attrs, x)
+        codes = np.asarray(xs[0], dtype=np.int64)
+        if len(attrs.steps) == 1:
+            return apply_thresholds(int(impl.signs[0]), impl.thresholds[0], attrs.steps[0].qmin, codes)
+        y = np.empty_like(codes)
+        for c, s in enumerate(attrs.steps):
+            y[:, c] = apply_thresholds(int(impl.signs[c]), impl.thresholds[c], s.qmin, codes[:, c])
+        return y
+
+    def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
+        # sign * x >= t_k for every threshold, counted: integer comparisons, exact
+        x = ins[0]
+        impl = implementation(attrs, x)
+        rank = len(x.shape) + 1
+        signs = self._per_channel(attrs, x, impl.signs)
+        u = builder.op("Mul", [xs[0], builder.const(np.asarray(signs, dtype=np.int64))])
+        u = builder.op("Unsqueeze", [u, builder.const(np.array([rank], dtype=np.int64))])
+        k = impl.thresholds.shape[1]
+        t = impl.thresholds.reshape(((1, -1) + (1,) * (len(x.shape) - 1) if len(attrs.steps) > 1 else (1,) * rank) + (k,))
+        ge = builder.op("Cast", [builder.op("GreaterOrEqual", [u, builder.const(t.astype(np.int64))])], to="int64")
+        count = builder.op("ReduceSum", [ge, builder.const(np.array([rank], dtype=np.int64))], keepdims=0)
+        qmin = self._per_channel(attrs, x, np.array([s.qmin for s in attrs.steps], dtype=np.int64))
+        return builder.op("Add", [count, builder.const(np.asarray(qmin, dtype=np.int64))])
+
+    def lower(self, attrs: Attrs, hls, node, ins, out):
+        x = ins[0]
+        impl = implementation(attrs, x, node.name)
+        chans = len(attrs.steps)
+        if len({s.qmin for s in attrs.steps}) != 1 or len({s.qmax for s in attrs.steps}) != 1:
+            raise UnsupportedModelError(f"node '{node.name}': per-channel output ranges are not supported in HLS")
+        if impl.form == Form.MULTIPLY_SHIFT:
+            mult = np.array([s.mult for s in impl.steps], dtype=object)
+            add = np.array([s.add for s in impl.steps], dtype=object)
+            thr = np.zeros((chans, 1), dtype=np.int64)
+            prod = max(s.product_bits(x.lo, x.hi) for s in impl.steps)
+        else:
+            mult, add, thr = impl.signs.astype(object), np.zeros(chans, dtype=object), impl.thresholds
+            peak = max(abs(x.lo), abs(x.hi), int(np.abs(thr).max()) if thr.size else 0)
+            prod = peak.bit_length() + 2
+        prod = max(prod, x.ftype.width + 2)
+        width = lambda v: max(int(abs(int(a))).bit_length() for a in np.asarray(v).ravel()) + 1  # noqa: E731
+        for name, v in (("mult", mult), ("add", add)):
+            if any(abs(int(a)) >= 2**53 for a in np.asarray(v).ravel()):
+                raise UnsupportedModelError(f"node '{node.name}': the proven {name} constant needs more than 53 bits")
+        layer = {"class_name": "TesseraRescale", "n_in": int(x.size), "n_chan": chans, "levels": int(thr.shape[1]),
+                 "shift": impl.shift, "form_code": impl.form.value,  # nnet::TESSERA_RESCALE_* (same order)
+                 "qmin": attrs.qmin, "qmax": attrs.qmax, "out_bits": out.ftype.width,
+                 "mult_data": np.asarray(mult, dtype=np.float64), "add_data": np.asarray(add, dtype=np.float64),
+                 "thr_data": thr.astype(np.float64).ravel(), "out_shape": _hls_shape(out.shape)}
+        precision = {"mult": f"fixed<{width(mult)},{width(mult)}>", "add": f"fixed<{width(add)},{width(add)}>",
+                     "thr": f"fixed<{width(thr)},{width(thr)}>", "accum": f"fixed<{prod},{prod}>",
+                     "result": out.ftype.hls()}
+        hls.add_layer(node, layer, precision)
+
+    def form(self, attrs: Attrs, ins, out) -> str:
+        return implementation(attrs, ins[0]).describe(ins[0].lo, ins[0].hi)
+
+    def cost(self, attrs: Attrs, ins, out, io) -> Work:
+        impl = implementation(attrs, ins[0])
+        per = 3 if impl.form == Form.MULTIPLY_SHIFT else 1 + impl.thresholds.shape[1]
+        return elementwise_work(out, io, per)
+
+
+def _hls_shape(shape: tuple[int, ...]) -> list[int]:
+    return [*shape[1:], shape[0]] if len(shape) in (3, 4) else list(shape)
+
+
+OP = Rescale()
