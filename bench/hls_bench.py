@@ -48,10 +48,10 @@ def csim_peak_rss_mb(prj: Path, codes) -> float:
 
 def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Path | None = None,
                     user_samples: int = 100, seed: int = 0, tb_samples: int = 64, oracle=None,
-                    oracle_name: str | None = None) -> dict:
+                    oracle_name: str | None = None, input_type: str | None = None) -> dict:
     """Compile ``onnx_path`` into ``prj`` (``io`` = ``parallel`` | ``stream``), build the
     C-simulation from scratch and verify it.  Returns one JSON-ready row."""
-    graph = api.load_model(onnx_path)
+    graph = api.load_model(onnx_path, input_type)
     t0 = time.perf_counter()
     api.write(graph, onnx_path, prj, api.hls_options(graph, f"io_{io}"), force=True, tb_samples=tb_samples)
     compile_s = time.perf_counter() - t0

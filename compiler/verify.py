@@ -163,6 +163,9 @@ def quantize_inputs(x: np.ndarray, manifest: dict, what: str = "input") -> np.nd
     from .ops.quant import Attrs
 
     shape = tuple(manifest["input"]["shape"])
+    model_shape = manifest["input_quant"].get("model_shape")
+    if model_shape is not None and x.shape[1:] == tuple(model_shape):  # the model's input shape, reshaped before its Quant
+        x = x.reshape(len(x), *shape)
     if x.shape[1:] != shape:
         if x.shape == shape:
             x = x[None]

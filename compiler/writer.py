@@ -81,6 +81,8 @@ def input_quant_entry(graph: Graph) -> dict:
         entry["input_map"] = graph.input_map.to_json()
     if graph.input_type is not None:
         entry["declared_type"] = graph.input_type
+    if graph.model_input_shape is not None:  # real data may come in the model file's shape
+        entry["model_shape"] = list(graph.model_input_shape)
     return entry
 
 

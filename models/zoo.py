@@ -56,7 +56,7 @@ from .quant import (
     Uint8ActPow2,
 )
 
-__all__ = ["ModelSpec", "ZOO", "build_model", "digits_cnn", "example_input", "get_spec", "jet_mlp"]
+__all__ = ["ModelSpec", "ZOO", "build_model", "digits_cnn", "digits_cnn_float", "example_input", "get_spec", "jet_mlp"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,30 @@ def digits_cnn(weight_quant=Int8WeightPow2, act_bits: int = 8) -> nn.Sequential:
     )
 
 
+def digits_cnn_float() -> nn.Sequential:
+    """The digits CNN written the way the Brevitas README writes models: every quantizer a
+    Brevitas default (``Int8ActPerTensorFloat`` input, ``Int8WeightPerTensorFloat`` weights,
+    per-channel ``Int8WeightPerChannelFloat`` in the second conv, ``Uint8ActPerTensorFloat``
+    ReLUs: float scales), float biases, BatchNorm after each conv, and float logits (no
+    output quantizer).  Compiled through the exact requantization primitive
+    (docs/bit-exact.md)."""
+    from brevitas.quant import Int8WeightPerChannelFloat
+
+    return nn.Sequential(
+        QuantIdentity(return_quant_tensor=True),
+        QuantConv2d(1, 8, kernel_size=3, padding=1, bias=True, weight_bit_width=8),
+        nn.BatchNorm2d(8),
+        QuantReLU(return_quant_tensor=True),
+        nn.MaxPool2d(2),
+        QuantConv2d(8, 16, kernel_size=3, padding=1, bias=True, weight_quant=Int8WeightPerChannelFloat),
+        nn.BatchNorm2d(16),
+        QuantReLU(return_quant_tensor=True),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        QuantLinear(16 * 7 * 7, 10, bias=True),
+    )
+
+
 ZOO: dict[str, ModelSpec] = {
     "jet_mlp_w8a8": ModelSpec(
         name="jet_mlp_w8a8",
@@ -197,6 +221,15 @@ ZOO: dict[str, ModelSpec] = {
         epochs=25,
         description="CNN conv8-pool-conv16-pool-fc10 on MNIST digits, ternary {-1,0,+1} x "
         "pow2 weights, 8-bit pow2 activations, Int16 biases",
+    ),
+    "digits_cnn_float": ModelSpec(
+        name="digits_cnn_float",
+        builder=digits_cnn_float,
+        dataset="digits",
+        input_shape=(1, 28, 28),
+        epochs=10,
+        description="CNN conv8-bn-pool-conv16-bn-pool-fc10 on MNIST digits with Brevitas' default quantizers (float "
+        "scales, per-channel weights in conv 2, float biases, BatchNorm, float logits)",
     ),
 }
 

@@ -421,6 +421,7 @@ class RealOps(Quantizers):
         if math.prod(shape) != math.prod(self.input_shape):
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): reshapes the input {list(self.input_shape)} "
                                         f"to {list(shape)}")
+        self.graph.model_input_shape = self.graph.model_input_shape or self.input_shape
         self.input_shape = tuple(int(d) for d in shape)
         self.pending_input = node.output[0]
 

@@ -46,6 +46,8 @@ class Graph:
     softmax: str | None = None
     #: the declared type of a float input no Quant reads (``--input-type``), as given
     input_type: str | None = None
+    #: the model file's input shape (batch excluded) when the design's input is its reshape
+    model_input_shape: tuple[int, ...] | None = None
 
     def real(self, value: str, codes: np.ndarray) -> np.ndarray:
         """float64 real values (the user's model's) of a value's int codes ``(N, *shape)``."""

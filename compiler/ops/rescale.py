@@ -27,7 +27,7 @@ from ..ir.types import FixedType, TensorType, bits_for_range
 from .affine import MAX_THRESHOLDS, THRESHOLD_FORM_MAX, MultiplyShift, Step, apply_thresholds, multiply_shift, thresholds
 from .base import OpDef, Trait
 from .extension import Extension, Weight, out_shape_attr
-from .work import Work, elementwise_work
+from .work import Work, bits, lanes
 
 
 class Form(Enum):
@@ -97,10 +97,6 @@ def implementation(attrs: Attrs, x: TensorType, node: str = "") -> Implementatio
             impl = Implementation(Form.MULTIPLY_SHIFT, signs, thr, tuple(found))
     attrs._cache[key] = impl
     return impl
-
-
-def _channels(attrs: Attrs, x: TensorType) -> int:
-    return len(attrs.steps) if len(attrs.steps) > 1 else 1
 
 
 class Rescale(OpDef[Attrs]):
@@ -191,9 +187,21 @@ class Rescale(OpDef[Attrs]):
         return implementation(attrs, ins[0]).describe(ins[0].lo, ins[0].hi)
 
     def cost(self, attrs: Attrs, ins, out, io) -> Work:
-        impl = implementation(attrs, ins[0])
-        per = 3 if impl.form == Form.MULTIPLY_SHIFT else 1 + impl.thresholds.shape[1]
-        return elementwise_work(out, io, per)
+        """Multiply-shift: one multiplier (accumulator x constant), an adder and a clamp per
+        lane; thresholds: one comparator per threshold per lane.  Constants per channel."""
+        x = ins[0]
+        impl = implementation(attrs, x)
+        n, steps = lanes(out, io)
+        chans = len(attrs.steps)
+        if impl.form == Form.MULTIPLY_SHIFT:
+            mult_bits = max(abs(s.mult) for s in impl.steps).bit_length() + 1
+            prod = max(s.product_bits(x.lo, x.hi) for s in impl.steps)
+            return Work(macs=0, mults=n, steps=steps, x_bits=x.ftype.width, w_bits=mult_bits, acc_bits=prod, lanes=n,
+                        lut_per_lane=prod + bits(out), ff_per_lane=bits(out), weight_bits=chans * (mult_bits + prod),
+                        out_bits=out.size * bits(out))
+        k = impl.thresholds.shape[1]
+        return Work(macs=0, steps=steps, lanes=n, lut_per_lane=k * (x.ftype.width + 2) + bits(out), ff_per_lane=bits(out),
+                    weight_bits=chans * k * (x.ftype.width + 2), out_bits=out.size * bits(out))
 
 
 def _hls_shape(shape: tuple[int, ...]) -> list[int]:

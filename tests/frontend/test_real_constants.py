@@ -196,3 +196,26 @@ def test_real_constants_csim_equals_reference_and_users_model(tmp_path, model, i
     assert rep.mismatches == 0 and rep.outputs == 400 * (5 if model == "brevitas_default" else 3)
     assert rep.independent["equal"] == rep.independent["outputs"] == rep.outputs
     assert rep.passed
+
+
+def test_brevitas_default_quantizer_cnn_is_exact(tmp_path):
+    """The zoo's ``digits_cnn_float`` (Brevitas' default quantizers, per-channel weights in
+    conv 2, BatchNorm with drawn statistics, float logits), untrained, through brevitas'
+    own QONNX export: compiled exactly and equal to the exported file on every output."""
+    import torch
+
+    from tessera.models.train import export_model
+    from tessera.models.zoo import build_model, example_input
+
+    torch.manual_seed(0)
+    model = build_model("digits_cnn_float")
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            with torch.no_grad():
+                m.running_mean.uniform_(-0.3, 0.3)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(-1.5, 1.5)
+    path = export_model(model, example_input("digits_cnn_float"), tmp_path / "m.onnx")
+    g = _exact_and_independent(path, n=60)
+    assert [n.op for n in g.nodes].count("rescale") == 2
+    assert g.scales[g.output].accumulator

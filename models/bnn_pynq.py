@@ -1,0 +1,50 @@
+"""FINN's BNN-PYNQ networks as ``brevitas_examples.bnn_pynq`` ships them (TFC / SFC / LFC MLPs,
+the CNV CNN; 1-2 bit weights and activations, BatchNorm): third-party models for the
+real-world checks, exported with brevitas' own ``export_qonnx`` (not Tessera's exporter).
+
+At random initialisation BatchNorm is the identity, which would hide the folding; the
+statistics and affine parameters are drawn from a seeded generator instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from pathlib import Path
+
+#: The shipped configurations (``brevitas_examples/bnn_pynq/cfg``), ResNet-18 aside.
+BNN_PYNQ = ("tfc_1w1a", "tfc_1w2a", "tfc_2w2a", "sfc_1w1a", "sfc_1w2a", "sfc_2w2a", "lfc_1w1a", "lfc_1w2a", "cnv_1w1a",
+            "cnv_1w2a", "cnv_2w2a")
+
+
+def input_shape(name: str) -> tuple[int, ...]:
+    return (1, 28, 28) if "fc" in name else (3, 32, 32)
+
+
+def export_bnn_pynq(name: str, path: str | Path, seed: int = 0) -> Path:
+    """Export bnn_pynq model ``name`` at random initialisation (``seed``), with BatchNorm
+    running statistics and affine parameters drawn away from the identity, to ``path``."""
+    import torch
+    from brevitas.export import export_qonnx
+    from brevitas_examples.bnn_pynq.models import model_with_cfg
+
+    torch.manual_seed(seed)
+    model, _ = model_with_cfg(name, pretrained=False)
+    model.eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    for m in model.modules():
+        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+            with torch.no_grad():
+                for t, lo, hi in ((m.running_mean, -0.5, 0.5), (m.running_var, 0.5, 2.0), (m.weight, 0.5, 1.5),
+                                  (m.bias, -0.3, 0.3)):
+                    t.copy_(torch.rand(t.shape, generator=gen) * (hi - lo) + lo)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        export_qonnx(model, torch.randn((1, *input_shape(name))), str(path))
+    return path
+
+
+__all__ = ["BNN_PYNQ", "export_bnn_pynq", "input_shape"]

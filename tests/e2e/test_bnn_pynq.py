@@ -1,0 +1,47 @@
+"""``brevitas_examples.bnn_pynq`` (shipped inside brevitas: FINN's TFC / SFC / LFC / CNV), exported
+with brevitas' ``export_qonnx`` at random initialisation with BatchNorm statistics drawn away
+from the identity: the exact reference equals the integer semantics and the exported file
+run independently in float64 on every output; one MLP and one CNN also C-simulate."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from tessera.compiler import api
+from tessera.compiler.independent import independent_check
+from tessera.compiler.reference.interpret import run_ir
+from tessera.compiler.reference.model import OrtReference, reference_model
+from tessera.compiler.samples import sample_codes
+from tessera.models.bnn_pynq import export_bnn_pynq
+
+
+def export(name: str, path) -> str:
+    return str(export_bnn_pynq(name, path))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,samples", [("tfc_1w1a", 300), ("tfc_2w2a", 300), ("sfc_1w2a", 200), ("cnv_1w1a", 8),
+                                          ("cnv_2w2a", 8)])
+def test_bnn_pynq_export_is_exact(tmp_path, name, samples):
+    path = export(name, tmp_path / f"{name}.onnx")
+    g = api.load_model(path)
+    codes = sample_codes(g.values[g.input], samples, seed=2)
+    ref = OrtReference(reference_model(g)).run(codes)
+    assert np.array_equal(ref, run_ir(g, codes))
+    rep = independent_check(onnx.load(path), g, codes, ref)
+    assert rep.error is None and rep.differing_outputs == 0, rep.line()
+    assert rep.equal == rep.outputs == ref.size == samples * 10
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+@pytest.mark.parametrize("name,io_type,samples", [("tfc_2w2a", "io_parallel", 200), ("cnv_1w2a", "io_stream", 4)])
+def test_bnn_pynq_csim_verifies(tmp_path, name, io_type, samples):
+    path = export(name, tmp_path / f"{name}.onnx")
+    prj = api.compile_model(path, tmp_path / "prj", io_type=io_type, tb_samples=8).project
+    rep = api.verify_project(path, prj, samples=samples)
+    assert rep.mismatches == 0 and rep.outputs == samples * 10
+    assert rep.independent["equal"] == rep.independent["outputs"] == rep.outputs
+    assert rep.passed
