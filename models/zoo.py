@@ -1,6 +1,9 @@
-"""The tessera model zoo: small Brevitas QAT models with power-of-two quantization.
+"""The tessera model zoo: small Brevitas QAT models with power-of-two quantization, and one
+written with Brevitas' default float-scale quantizers and BatchNorm (``digits_cnn_float``,
+:func:`digits_cnn_float`: test accuracy 97.70 % after its 10 epochs, equal to its
+C-simulation's, measured with ``tessera demo --model digits_cnn_float``).
 
-``ZOO`` maps a model name to a :class:`ModelSpec`.  Every model
+``ZOO`` maps a model name to a :class:`ModelSpec`.  Every power-of-two model
 
 * quantizes its input and its output with a power-of-two ``QuantIdentity``,
 * uses power-of-two weight quantizers (8/4-bit integer, binary or ternary, see

@@ -16,8 +16,12 @@ from tessera.models.zoo import ZOO, ModelSpec, build_model
 ALLOWED_OPS = {"Quant", "BipolarQuant", "Conv", "Gemm", "MatMul", "Add", "Relu", "MaxPool",
                "Flatten", "Reshape"}
 QONNX_DOMAINS = {"qonnx.custom_op.general", "finn.custom_op.general"}
+#: the power-of-two models (the tests below that check pow2 quantizers and no BatchNorm)
 EXPECTED_NAMES = {"jet_mlp_w8a8", "jet_mlp_w4a4", "digits_cnn_w8a8", "digits_cnn_w4a4",
                   "digits_cnn_binary", "digits_cnn_ternary"}
+#: the model with Brevitas' default float-scale quantizers and BatchNorm (its exact compile:
+#: tests/frontend/test_real_constants.py)
+FLOAT_NAMES = {"digits_cnn_float"}
 
 
 def _exact_pow2(a: np.ndarray) -> bool:
@@ -83,7 +87,7 @@ def exported(trained, tmp_path_factory):
 
 
 def test_registry_is_explicit_and_complete():
-    assert set(ZOO) == EXPECTED_NAMES
+    assert set(ZOO) == EXPECTED_NAMES | FLOAT_NAMES
     for name, spec in ZOO.items():
         assert isinstance(spec, ModelSpec) and spec.name == name
         assert spec.dataset in ("jets", "digits")
@@ -102,6 +106,14 @@ def test_models_are_small_and_have_no_batchnorm(name):
     spec = ZOO[name]
     out = model.eval()(torch.zeros(2, *spec.input_shape))
     assert out.shape == (2, 5 if spec.dataset == "jets" else 10)
+
+
+def test_float_model_has_batchnorm_and_float_logits():
+    model = build_model("digits_cnn_float")
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()) == 2
+    assert sum(p.numel() for p in model.parameters()) <= 12_000
+    out = model.eval()(torch.zeros(2, 1, 28, 28))
+    assert out.shape == (2, 10) and out.dtype == torch.float32
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
