@@ -75,7 +75,7 @@ def qonnx_ops() -> list[type]:
 
     runs = {"Quant": run_quant, "BipolarQuant": run_bipolar, "Trunc": run_trunc, "MultiThreshold": run_multithreshold}
     return [type(op, (OpRun,), {"op_domain": domain, "_run": fn, "__module__": __name__})
-            for domain in QONNX_DOMAINS for op, fn in runs.items()] + [_inference_batchnorm(OpRun)]
+            for domain in QONNX_DOMAINS for op, fn in runs.items()] + [_inference_batchnorm(OpRun), _global_max_pool(OpRun)]
 
 
 def _inference_batchnorm(base: type) -> type:
@@ -93,6 +93,16 @@ def _inference_batchnorm(base: type) -> type:
         return (y.astype(x.dtype),)
 
     return type("BatchNormalization", (base,), {"op_domain": "", "_run": run, "__module__": __name__})
+
+
+def _global_max_pool(base: type) -> type:
+    """ONNX GlobalMaxPool as the spec writes it: the maximum over every spatial axis.  onnx's
+    reference evaluator (1.x) reduces only the last two axes, wrong for a 3D input."""
+
+    def run(self, x):
+        return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
+
+    return type("GlobalMaxPool", (base,), {"op_domain": "", "_run": run, "__module__": __name__})
 
 
 def float64_model(model: onnx.ModelProto) -> onnx.ModelProto:

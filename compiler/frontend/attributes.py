@@ -86,6 +86,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "Tanh": {},
     "AveragePool": {**_POOL, "count_include_pad": MODELLED},
     "GlobalAveragePool": {},
+    "GlobalMaxPool": {},
     "MaxPool": {**_POOL, "storage_order": NO_EFFECT},  # it orders the Indices output, which is refused
     "Flatten": {"axis": MODELLED},
     "Reshape": {"allowzero": MODELLED},

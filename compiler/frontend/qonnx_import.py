@@ -175,10 +175,14 @@ class _Importer(RealOps):
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): input '{name}' must be an activation")
         return v
 
-    def add(self, node: onnx.NodeProto, op: OpDef, inputs: list[str], attrs: Any, keeps_scale: bool = False) -> None:
+    def add(self, node: onnx.NodeProto, op: OpDef, inputs: list[str], attrs: Any, keeps_scale: bool = False,
+            reads_real: bool = False) -> None:
+        """Append ``op`` on ``inputs``.  Codes with a real scale may feed a linear op, an op that
+        only selects codes (the scale carried on: ``keeps_scale``), or an op whose output the
+        caller puts in flight with its real meaning (``reads_real``)."""
         out = node.output[0]
         scaled = [v for v in inputs if v in self.graph.scales]
-        if scaled and Trait.LINEAR not in op.traits:
+        if scaled and Trait.LINEAR not in op.traits and not reads_real:
             if (Trait.CODE_SELECT not in op.traits and not keeps_scale) or len(inputs) != 1:
                 raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}) reads codes with a float scale or zero "
                                             f"point (from '{self.graph.origin.get(scaled[0], scaled[0])}'); not supported")
@@ -232,6 +236,8 @@ class _Importer(RealOps):
         a, c = node.input
         if any(isinstance(self.env.get(v), Affine) or v == self.pending_input for v in node.input) and \
                 self.constant_arith(node):
+            return
+        if self.real_add(node):
             return
         if not any(isinstance(self.env.get(v), _Const) for v in node.input):
             self.add(node, merge.ADD, [self.value(a, node), self.value(c, node)], merge.Attrs())
@@ -429,6 +435,15 @@ class _Importer(RealOps):
                                         f"{list(spatial)} with strides={list(s)}: ONNX executors disagree on its output "
                                         "size, so it cannot be verified independently")
         self.add(node, maxpool.OP, [self.value(node.input[0], node)], maxpool.Attrs(k, s))
+
+    def on_GlobalMaxPool(self, node: onnx.NodeProto) -> None:
+        """The maximum over the spatial axes: a max pool whose window is the whole input."""
+        x = self.value(node.input[0], node)
+        spatial = tuple(self.type_of(x).shape[1:])
+        if len(spatial) not in (2, 3):
+            raise UnsupportedModelError(f"node '{node.name}' (GlobalMaxPool): on a {len(spatial)}D input; 2D and 3D are "
+                                        "supported")
+        self.add(node, maxpool.OP, [x], maxpool.Attrs(spatial, spatial))
 
     def on_LeakyRelu(self, node: onnx.NodeProto) -> None:
         alpha = np.float64(np.float32(_attr(node, "alpha", 0.01)))

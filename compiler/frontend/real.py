@@ -26,7 +26,7 @@ import onnx
 from ..errors import UnsupportedModelError
 from ..ir.meaning import CodeScale, InputMap
 from ..ir.types import MAX_WIDTH, FixedType, TensorType, bits_for_range, dyadic_codes, power_of_two_exponent
-from ..ops import OPS, Trait, quant, rescale
+from ..ops import OPS, Trait, merge, quant, rescale
 from ..ops.affine import Step
 from ..ops.rounding import Rounding, div_round_int, round_float
 
@@ -473,6 +473,45 @@ class RealOps(Quantizers):
                                            b=tuple(A[c] * p[1] + B[c] for c, p in enumerate(pairs)), source=node.name)
 
     # -- quantizers reading real values ------------------------------------------------------
+    def real_add(self, node: onnx.NodeProto) -> bool:
+        """The Add of two activations of which one has a real code scale or is a layer's
+        accumulator in flight: ``k1_c * q1 + k2_c * q2`` on the aligned codes, positive integer
+        weights ``k = s / A_c`` from the exact scales; in flight as an :class:`Affine`."""
+        scaled = lambda v: isinstance(self.env.get(v), Affine) or self.env.get(v) in self.graph.scales  # noqa: E731
+        if len(node.input) != 2 or not any(scaled(v) for v in node.input) or \
+                any(isinstance(self.env.get(v), Const) for v in node.input):
+            return False
+        terms = [self.as_affine(v, node) for v in node.input]
+        for f in terms:
+            if f.relu or min(a for a, _ in f.each()) <= 0:
+                why = "after a ReLU without a Quant" if f.relu else "with a non-positive scale"
+                raise UnsupportedModelError(f"node '{node.name}' (Add): reads '{f.source}' {why}; requantize it "
+                                            "(e.g. a QuantIdentity) before the Add")
+        types = [self.type_of(f.value) for f in terms]
+        top = max(t.ftype.frac for t in types)
+        n = max(f.channels for f in terms)
+        ks, slope, offset = ([], []), [], []
+        for c in range(n):
+            pairs = [f.each()[c % f.channels] for f in terms]
+            r = [a * Fraction(2) ** (t.ftype.frac - top) for (a, _), t in zip(pairs, types)]  # real per aligned code
+            den = math.lcm(*(v.denominator for v in r))
+            num = [int(v * den) for v in r]
+            g = math.gcd(*num)
+            for k, v in zip(ks, num):
+                k.append(v // g)
+            slope.append(Fraction(g, den))
+            offset.append(sum(b for _, b in pairs))
+        one = lambda v: tuple(v[:1]) if len(set(v)) == 1 else tuple(v)  # noqa: E731
+        attrs = merge.Attrs(one(ks[0]), one(ks[1]))
+        try:
+            merge.ADD.infer(attrs, types, node.name)
+        except UnsupportedModelError as exc:
+            raise UnsupportedModelError(f"{exc}: aligning the real scales of '{terms[0].source}' and '{terms[1].source}' "
+                                        "exactly; requantize a branch (e.g. a QuantIdentity) before the Add") from None
+        self.add(node, merge.ADD, [f.value for f in terms], attrs, reads_real=True)
+        self.env[node.output[0]] = Affine(node.output[0], one(slope), one(offset), source=node.name)
+        return True
+
     def real_relu(self, node: onnx.NodeProto) -> bool:
         v = self.env.get(node.input[0])
         if not isinstance(v, Affine):

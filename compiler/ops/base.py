@@ -124,6 +124,10 @@ class OpDef(ABC, Generic[A]):
     #: merges: the step of the partitioned C++ host (partition_host.cpp) that merges blocks
     host_merge: ClassVar[str | None] = None
 
+    def host_merge_of(self, attrs: A) -> str | None:
+        """The host's merge step for this node's attributes (None: the host cannot merge it)."""
+        return self.host_merge
+
     @abstractmethod
     def infer(self, attrs: A, ins: list[TensorType], node: str) -> TensorType:
         """Output type and reachable code range; refuses (naming ``node``) what it cannot make exact."""

@@ -2,7 +2,11 @@
 
 Inputs may have different fixed-point types: both are aligned to ``frac = max(f1, f2)`` by
 exact left shifts, so nothing rounds.  Concat is along channels (ONNX axis 1), the U-Net
-skip connection; Add is the residual sum.  Both lower to Tessera extension layers
+skip connection; Add is the residual sum, ``k1_c * a + k2_c * b`` with positive integer
+weights per channel or per tensor (1 and 1 unless the frontend aligns two differently scaled
+inputs: the residual Add of a float-scaled model is an integer accumulator whose real
+meaning, and the Quant that rounds it, the exact requantization primitive carries;
+:mod:`.rescale`).  Both lower to Tessera extension layers
 (``hls_templates/merge``) that work on channels-last tensors of any rank.
 """
 
@@ -15,13 +19,23 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import Layout, OpDef, Trait, check_width
-from .extension import Extension, out_shape_attr
+from .extension import Extension, Weight, out_shape_attr, weight_types
 from .work import elementwise_work
 
 
 @dataclass(frozen=True)
 class Attrs:
-    pass
+    k1: tuple[int, ...] = (1,)  # Add only: integer weights of the aligned inputs, per channel (axis 0) or one
+    k2: tuple[int, ...] = (1,)
+
+    @property
+    def unit(self) -> bool:
+        return set(self.k1) == set(self.k2) == {1}
+
+
+def _weights(k: tuple[int, ...], t: TensorType) -> np.ndarray:
+    """(C,) weights broadcast against (N, *shape) codes."""
+    return np.asarray(k, dtype=np.int64).reshape(((1, -1) + (1,) * (len(t.shape) - 1)) if len(k) > 1 else ())
 
 
 def _aligned(x: np.ndarray, t: TensorType, frac: int) -> np.ndarray:
@@ -71,38 +85,59 @@ class Add(OpDef[Attrs]):
     host_merge = "add"
     extensions = (Extension(
         "TesseraAdd", "Elementwise sum of two tensors of the same shape and layout.", "merge", "nnet_tessera_merge.h",
-        config_keys=("n_elem", "n_chan"), output_shape=out_shape_attr, attributes=("n_elem", "n_chan"), prefix="add_",
-        n_inputs=2),)
+        config_keys=("n_elem", "n_chan", "n_k"), output_shape=out_shape_attr, attributes=("n_elem", "n_chan", "n_k"),
+        weights=(Weight("k1", "k1_{index}", "k1"), Weight("k2", "k2_{index}", "k2")), prefix="add_", n_inputs=2,
+        config_types=weight_types(("k1", "k2"))),)
+
+    def host_merge_of(self, attrs: Attrs) -> str | None:
+        return self.host_merge if attrs.unit else None  # the C++ host adds unweighted
 
     def infer(self, attrs, ins, node):
         a, b = ins
         if a.shape != b.shape:
             raise UnsupportedModelError(f"node '{node}': Add of shapes {a.shape} and {b.shape} (no broadcasting)")
+        if min(attrs.k1 + attrs.k2) < 1 or {len(attrs.k1), len(attrs.k2)} - {1, a.shape[0]}:
+            raise UnsupportedModelError(f"node '{node}': Add weights must be positive integers, one or one per channel")
         f = max(a.ftype.frac, b.ftype.frac)
-        lo = (a.lo << (f - a.ftype.frac)) + (b.lo << (f - b.ftype.frac))
-        hi = (a.hi << (f - a.ftype.frac)) + (b.hi << (f - b.ftype.frac))
+        lo = min(k1 * (a.lo << (f - a.ftype.frac)) + k2 * (b.lo << (f - b.ftype.frac)) for k1, k2 in _pairs(attrs))
+        hi = max(k1 * (a.hi << (f - a.ftype.frac)) + k2 * (b.hi << (f - b.ftype.frac)) for k1, k2 in _pairs(attrs))
         return check_width(TensorType.from_range(a.shape, min(lo, 0), max(hi, 0), f), node, "Add")
 
     def semantics(self, attrs, xs, ins, out):
         f = out.ftype.frac
-        return _aligned(xs[0], ins[0], f) + _aligned(xs[1], ins[1], f)
+        return _weights(attrs.k1, ins[0]) * _aligned(xs[0], ins[0], f) + _weights(attrs.k2, ins[1]) * _aligned(xs[1], ins[1], f)
 
     def onnx_reference(self, attrs, builder, xs, ins, out):
-        parts = [builder.op("Mul", [x, builder.const(np.array(1 << (out.ftype.frac - t.ftype.frac), dtype=np.int64))])
-                 for x, t in zip(xs, ins)]
+        parts = [builder.op("Mul", [x, builder.const(_weights(k, t) << np.int64(out.ftype.frac - t.ftype.frac))])
+                 for x, t, k in zip(xs, ins, (attrs.k1, attrs.k2))]
         return builder.op("Add", parts)
 
     def lower(self, attrs, hls, node, ins, out):
         a = ins[0]
         if hls.perm[node.inputs[0]].tolist() != hls.perm[node.inputs[1]].tolist():
             raise UnsupportedModelError(f"node '{node.name}': Add of tensors in different layouts")
+        n_k = max(len(attrs.k1), len(attrs.k2))
+        channel_last = np.arange(a.size) % a.shape[0]
+        if n_k > 1 and not np.array_equal(hls.perm[node.inputs[0]] // (a.size // a.shape[0]), channel_last):
+            raise UnsupportedModelError(f"node '{node.name}': per-channel Add weights on a tensor that is not channels-last")
+        k1, k2 = (np.broadcast_to(np.asarray(k, dtype=np.float64), (n_k,)).copy() for k in (attrs.k1, attrs.k2))
         hls.add_layer(node, {"class_name": "TesseraAdd", "n_elem": a.size,
                             "out_shape": [*a.shape[1:], a.shape[0]] if len(a.shape) > 1 else [a.shape[0]],
-                            "n_chan": a.shape[0] if len(a.shape) > 1 else a.shape[0]},
-                     {"result": out.ftype.hls()})
+                            "n_chan": a.shape[0], "n_k": n_k, "k1_data": k1, "k2_data": k2},
+                     {"result": out.ftype.hls(), "k1": _unsigned(k1), "k2": _unsigned(k2)})
 
     def cost(self, attrs, ins, out, io):
-        return elementwise_work(out, io, 1)
+        return elementwise_work(out, io, 1 + (not attrs.unit))  # weighted: constant multiplies
+
+
+def _pairs(attrs: Attrs) -> list[tuple[int, int]]:
+    n = max(len(attrs.k1), len(attrs.k2))
+    return [(attrs.k1[c % len(attrs.k1)], attrs.k2[c % len(attrs.k2)]) for c in range(n)]
+
+
+def _unsigned(k: np.ndarray) -> str:
+    width = max(int(v).bit_length() for v in k)
+    return f"ufixed<{width},{width}>"
 
 
 CONCAT = Concat()

@@ -141,8 +141,8 @@ def _schedule_lines(graph: Graph, part: Partition, kernels: dict, opts: HlsOptio
                 if len(n.inputs) == 1:
                     g, t = layer_graph(graph, n, box)
                     steps.append(f"run {kernel(g)} {ins[0]} {out} {_box(t)} {_box(box)}")
-                elif OPS[n.op].host_merge is not None:
-                    steps.append(f"{OPS[n.op].host_merge} {ins[0]} {ins[1]} {out} {_box(box)}")
+                elif OPS[n.op].host_merge_of(n.attrs) is not None:
+                    steps.append(f"{OPS[n.op].host_merge_of(n.attrs)} {ins[0]} {ins[1]} {out} {_box(box)}")
                 else:
                     raise ProjectError(f"the C++ host cannot merge with '{n.name}' ({n.op})")
             steps += [f"free {ids[v]}" for v in dict.fromkeys(n.inputs) if last_use[v] == i and v != part.cut]
