@@ -7,10 +7,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tessera.compiler import api
-
-from .test_real_constants import _f, _quant, _save
-from .test_real_residual import _exact_and_independent
+from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified
 
 
 def global_max_pool_net(path, dims=2):
@@ -42,9 +39,4 @@ def test_global_max_pool_is_exact(tmp_path, dims):
 @pytest.mark.csim
 @pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
 def test_global_max_pool_csim_equals_reference_and_users_model(tmp_path, io_type):
-    path = global_max_pool_net(tmp_path / "m.onnx")
-    prj = api.compile_model(path, tmp_path / "prj", io_type=io_type).project
-    rep = api.verify_project(path, prj, samples=300)
-    assert rep.mismatches == 0 and rep.outputs == 900
-    assert rep.independent["equal"] == rep.independent["outputs"] == rep.outputs
-    assert rep.passed
+    csim_verified(global_max_pool_net(tmp_path / "m.onnx"), tmp_path / "prj", io_type, 300, 3)

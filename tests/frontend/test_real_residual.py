@@ -9,18 +9,13 @@ where the real scales differ per channel) and the Quant after the Add becomes on
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import helper
 
 from tessera.compiler import api
 from tessera.compiler.errors import UnsupportedModelError
-from tessera.compiler.independent import independent_check
-from tessera.compiler.reference.interpret import run_ir
-from tessera.compiler.reference.model import OrtReference, reference_model
-from tessera.compiler.samples import sample_codes
 
-from .test_real_constants import _f, _quant, _save
+from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified
 
 
 def brevitas_residual(path, quantized_branch=True, seed=0):
@@ -76,17 +71,6 @@ def per_channel_residual(path):
     return _save(path, nodes, inits, (6,), (6,))
 
 
-def _exact_and_independent(path, n):
-    g = api.load_model(path)
-    codes = sample_codes(g.values[g.input], n, seed=11)
-    ref = OrtReference(reference_model(g)).run(codes)
-    assert np.array_equal(ref, run_ir(g, codes))
-    rep = independent_check(onnx.load(str(path)), g, codes, ref)
-    assert rep.error is None and rep.differing_outputs == 0, rep.line()
-    assert rep.equal == rep.outputs == ref.size, rep.line()
-    return g
-
-
 def _add(g):
     (add,) = [n for n in g.nodes if n.op == "add"]
     return add
@@ -120,8 +104,4 @@ def test_unalignable_residual_is_refused_in_one_line(tmp_path):
 @pytest.mark.parametrize("model", ["brevitas", "per_channel"])
 def test_residual_csim_equals_reference_and_users_model(tmp_path, model, io_type):
     path = (brevitas_residual if model == "brevitas" else per_channel_residual)(tmp_path / "m.onnx")
-    prj = api.compile_model(path, tmp_path / "prj", io_type=io_type).project
-    rep = api.verify_project(path, prj, samples=300)
-    assert rep.mismatches == 0 and rep.outputs == 300 * (5 if model == "brevitas" else 6)
-    assert rep.independent["equal"] == rep.independent["outputs"] == rep.outputs
-    assert rep.passed
+    csim_verified(path, tmp_path / "prj", io_type, 300, 5 if model == "brevitas" else 6)
