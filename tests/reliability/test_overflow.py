@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from tessera.compiler.errors import UnsupportedModelError
 from tessera.compiler.ir.types import MAX_WIDTH, FixedType, TensorType
-from tessera.compiler.ops import conv, convtranspose, dense, leakyrelu, quant
+from tessera.compiler.ops import conv, convtranspose, dense, leakyrelu, merge, quant
 from tessera.compiler.reference.interpret import run_ir
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -253,7 +253,7 @@ def test_leakyrelu_and_add_never_overflow(make_dag, data):
     rt = FixedType(data.draw(st.integers(1, 24)), data.draw(st.integers(-6, 20)), data.draw(st.booleans()))
     g = make_dag(full(xt.width, xt.frac, xt.signed, (6,)),
                  [("lr", "leakyrelu", ["x"], alpha), ("r", "relu", ["x"], None),
-                  ("rq", "requant", ["r"], quant.Attrs(rt, False, "ROUND")), ("sum", "add", ["lr", "rq"], None)])
+                  ("rq", "requant", ["r"], quant.Attrs(rt, False, "ROUND")), ("sum", "add", ["lr", "rq"], merge.Attrs())])
     x = data.draw(codes((6,), xt))
     x[:2] = (xt.min_code, xt.max_code)
     env = {"lr": g.values["lr"], "rq": g.values["rq"], "sum": g.values["sum"]}
