@@ -10,9 +10,28 @@ from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UnsupportedModelError
 from ..ir.types import MAX_ELEMENTS
-from .real import normalize_domains
 
 MIN_OPSET = 9
+#: Older exports name the QONNX custom-op domain differently (and often import no opset for it).
+LEGACY_DOMAINS = ("onnx.brevitas", "finn.custom_op.general")
+QONNX_DOMAIN = "qonnx.custom_op.general"
+
+
+def normalize_domains(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Legacy QONNX as it exists in the wild -> what qonnx's clean-up and onnx's checker read:
+    the custom-op domains of older exports renamed to qonnx's, and its opset imported."""
+    m = onnx.ModelProto.FromString(model.SerializeToString())
+    custom = False
+    for node in m.graph.node:
+        if node.domain in LEGACY_DOMAINS:
+            node.domain = QONNX_DOMAIN
+        custom |= node.domain == QONNX_DOMAIN
+    keep = [o for o in m.opset_import if o.domain not in LEGACY_DOMAINS]
+    del m.opset_import[:]
+    m.opset_import.extend(keep)
+    if custom and not any(o.domain == QONNX_DOMAIN for o in m.opset_import):
+        m.opset_import.append(onnx.helper.make_opsetid(QONNX_DOMAIN, 1))
+    return m
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:

@@ -29,10 +29,8 @@ from ..ir.types import MAX_WIDTH, FixedType, TensorType, bits_for_range, dyadic_
 from ..ops import OPS, Trait, merge, quant, rescale
 from ..ops.affine import Step
 from ..ops.rounding import Rounding, div_round_int, round_float
+from .load import LEGACY_DOMAINS, QONNX_DOMAIN, normalize_domains
 
-#: Older exports name the QONNX custom-op domain differently (and often import no opset for it).
-LEGACY_DOMAINS = ("onnx.brevitas", "finn.custom_op.general")
-QONNX_DOMAIN = "qonnx.custom_op.general"
 #: finn_datatype annotations of an input no Quant reads: the integer values it holds.
 DATATYPES = {"BIPOLAR": (-1, 1), "BINARY": (0, 1)}
 
@@ -70,23 +68,6 @@ def check_finite(values: np.ndarray, node: onnx.NodeProto, name: str) -> None:
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): constant '{name}' holds {int(bad.sum())} "
                                     f"NaN/Inf value(s), first {values[where]} at index {where}")
-
-
-def normalize_domains(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Legacy QONNX as it exists in the wild -> what qonnx's clean-up and onnx's checker read:
-    the custom-op domains of older exports renamed to qonnx's, and its opset imported."""
-    m = onnx.ModelProto.FromString(model.SerializeToString())
-    custom = False
-    for node in m.graph.node:
-        if node.domain in LEGACY_DOMAINS:
-            node.domain = QONNX_DOMAIN
-        custom |= node.domain == QONNX_DOMAIN
-    keep = [o for o in m.opset_import if o.domain not in LEGACY_DOMAINS]
-    del m.opset_import[:]
-    m.opset_import.extend(keep)
-    if custom and not any(o.domain == QONNX_DOMAIN for o in m.opset_import):
-        m.opset_import.append(onnx.helper.make_opsetid(QONNX_DOMAIN, 1))
-    return m
 
 
 def input_datatype(model: onnx.ModelProto) -> str | None:
@@ -474,32 +455,29 @@ class RealOps(Quantizers):
 
     # -- quantizers reading real values ------------------------------------------------------
     def real_add(self, node: onnx.NodeProto) -> bool:
-        """The Add of two activations of which one has a real code scale or is a layer's
-        accumulator in flight: ``k1_c * q1 + k2_c * q2`` on the aligned codes, positive integer
-        weights ``k = s / A_c`` from the exact scales; in flight as an :class:`Affine`."""
+        """An Add of two activations, one with a real scale or in flight: ``k1_c * q1 + k2_c * q2``
+        on aligned codes, integer ``k = s / A_c`` from the exact scales; in flight as an Affine."""
         scaled = lambda v: isinstance(self.env.get(v), Affine) or self.env.get(v) in self.graph.scales  # noqa: E731
-        if len(node.input) != 2 or not any(scaled(v) for v in node.input) or \
-                any(isinstance(self.env.get(v), Const) for v in node.input):
+        if len(node.input) != 2 or not any(map(scaled, node.input)) or any(isinstance(self.env.get(v), Const)
+                                                                         for v in node.input):
             return False
         terms = [self.as_affine(v, node) for v in node.input]
         for f in terms:
             if f.relu or min(a for a, _ in f.each()) <= 0:
-                why = "after a ReLU without a Quant" if f.relu else "with a non-positive scale"
-                raise UnsupportedModelError(f"node '{node.name}' (Add): reads '{f.source}' {why}; requantize it "
-                                            "(e.g. a QuantIdentity) before the Add")
+                raise UnsupportedModelError(f"node '{node.name}' (Add): reads '{f.source}' " + (
+                    "after a ReLU without a Quant" if f.relu else "with a non-positive scale") +
+                    "; requantize it (e.g. a QuantIdentity) before the Add")
         types = [self.type_of(f.value) for f in terms]
         top = max(t.ftype.frac for t in types)
-        n = max(f.channels for f in terms)
         ks, slope, offset = ([], []), [], []
-        for c in range(n):
+        for c in range(max(f.channels for f in terms)):
             pairs = [f.each()[c % f.channels] for f in terms]
             r = [a * Fraction(2) ** (t.ftype.frac - top) for (a, _), t in zip(pairs, types)]  # real per aligned code
             den = math.lcm(*(v.denominator for v in r))
             num = [int(v * den) for v in r]
-            g = math.gcd(*num)
             for k, v in zip(ks, num):
-                k.append(v // g)
-            slope.append(Fraction(g, den))
+                k.append(v // math.gcd(*num))
+            slope.append(Fraction(math.gcd(*num), den))
             offset.append(sum(b for _, b in pairs))
         one = lambda v: tuple(v[:1]) if len(set(v)) == 1 else tuple(v)  # noqa: E731
         attrs = merge.Attrs(one(ks[0]), one(ks[1]))
