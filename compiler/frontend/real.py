@@ -457,9 +457,8 @@ class RealOps(Quantizers):
     def real_add(self, node: onnx.NodeProto) -> bool:
         """An Add of two activations, one with a real scale or in flight: ``k1_c * q1 + k2_c * q2``
         on aligned codes, integer ``k = s / A_c`` from the exact scales; in flight as an Affine."""
-        scaled = lambda v: isinstance(self.env.get(v), Affine) or self.env.get(v) in self.graph.scales  # noqa: E731
-        if len(node.input) != 2 or not any(map(scaled, node.input)) or any(isinstance(self.env.get(v), Const)
-                                                                         for v in node.input):
+        if len(node.input) != 2 or any(isinstance(self.env.get(v), Const) for v in node.input) or not any(
+                isinstance(e, Affine) or (isinstance(e, str) and e in self.graph.scales) for e in map(self.env.get, node.input)):
             return False
         terms = [self.as_affine(v, node) for v in node.input]
         for f in terms:
