@@ -59,7 +59,7 @@ ONES = Only(("ones",), "every dilation 1")
 _POOL = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
          "ceil_mode": Only((0,), "floor mode"), "dilations": ONES}
 _CONV = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
-         "group": Only((1,), "no grouped convolution"), "dilations": ONES}
+         "group": MODELLED, "dilations": ONES}
 
 
 def _quantizer_attributes(names, suffixes) -> dict:
@@ -68,7 +68,8 @@ def _quantizer_attributes(names, suffixes) -> dict:
 
 ATTRIBUTES: dict[str, dict[str, object]] = {
     "Conv": _CONV,
-    "ConvTranspose": {**_CONV, "output_padding": MODELLED, "output_shape": Only((None,), "no output_shape")},
+    "ConvTranspose": {**_CONV, "group": Only((1,), "no grouped transposed convolution"), "output_padding": MODELLED,
+                      "output_shape": Only((None,), "no output_shape")},
     "Gemm": {"alpha": Only((1.0,)), "beta": Only((1.0,)), "transA": Only((0,)), "transB": MODELLED},
     "MatMul": {},
     "Add": {},

@@ -285,7 +285,8 @@ class _Importer(RealOps):
             raise UnsupportedModelError(f"node '{node.name}' (Conv): {n}D convolution is not supported (2D and 3D are)")
         strides, pads = self.window(node, tuple(w.shape[2:]))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
-        self._linear(node, self.value(node.input[0], node), w, b, conv, strides=strides, pads=pads)
+        self._linear(node, self.value(node.input[0], node), w, b, conv, strides=strides, pads=pads,
+                     group=int(_attr(node, "group", 1)))
 
     def on_ConvTranspose(self, node: onnx.NodeProto) -> None:
         w = self.const(node.input[1], node, "the weight")

@@ -1,9 +1,13 @@
-"""Convolution (ONNX Conv, N C spatial..., groups 1, dilation 1) in 2D or 3D.
+"""Convolution (ONNX Conv, N C spatial..., any ``group``, dilation 1) in 2D or 3D.
 
-``acc = sum(w * x) + b`` on integer codes; accumulator typing follows :mod:`.dense`: the
-exact interval over every input the type allows, per output channel, from the actual weight
-codes.  2D lowers to hls4ml's ``Conv2D``; 3D (which hls4ml lacks) to Tessera's
-``TesseraConv3D`` extension layer (``hls_templates/conv3d``).  A window op for the
+``acc = sum(w * x) + b`` on integer codes, each output channel summing the input channels of
+its group; accumulator typing follows :mod:`.dense`: the exact interval over every input the
+type allows, per output channel, from the actual weight codes.  2D lowers to hls4ml's
+``Conv2D`` (a depthwise 2D conv, ``group == c_in == c_out``, to hls4ml's ``DepthwiseConv2D``);
+3D (which hls4ml lacks) to Tessera's ``TesseraConv3D`` extension layer
+(``hls_templates/conv3d``).  Any other grouped conv is lowered as the ungrouped conv whose
+weights are block-diagonal (zero between groups): the same sums, exactly; its zero products
+are constant and the estimator does not count them.  A window op for the
 partitioner; the estimator costs one output pixel per iteration (io_stream: one padded
 input pixel per iteration, the last ``k_depth`` planes in a line buffer).
 """
@@ -33,10 +37,31 @@ class Attrs:
     btype: FixedType | None
     strides: tuple[int, ...]
     pads: tuple[int, ...]  # ONNX order: begins of each spatial dim, then ends
+    group: int = 1  # weight is (c_out, c_in / group, *kernel)
 
     @property
     def ndim(self) -> int:
         return self.weight.ndim - 2
+
+    @property
+    def c_in(self) -> int:
+        return self.weight.shape[1] * self.group
+
+    @property
+    def depthwise(self) -> bool:
+        """One input channel per output channel (ONNX group == c_in == c_out)."""
+        return self.group > 1 and self.group == self.c_in == self.weight.shape[0]
+
+
+def dense_weight(attrs: Attrs) -> np.ndarray:
+    """The (c_out, c_in, *kernel) weights of the ungrouped conv that computes the same sums:
+    zero between groups."""
+    f, cg = attrs.weight.shape[:2]
+    fg = f // attrs.group
+    full = np.zeros((f, attrs.c_in, *attrs.weight.shape[2:]), dtype=np.int64)
+    for g in range(attrs.group):
+        full[g * fg:(g + 1) * fg, g * cg:(g + 1) * cg] = attrs.weight[g * fg:(g + 1) * fg]
+    return full
 
 
 def out_spatial(attrs: Attrs, spatial: tuple[int, ...]) -> tuple[int, ...]:
@@ -84,7 +109,13 @@ class Conv(LinearOp[Attrs]):
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
-        check_linear_attrs(attrs, x, attrs.weight.shape[1], attrs.weight.shape[0], node, "Conv")
+        if attrs.group < 1 or attrs.weight.shape[0] % attrs.group:
+            raise UnsupportedModelError(f"node '{node}': Conv attribute group={attrs.group} does not divide the "
+                                        f"{attrs.weight.shape[0]} output channels")
+        if attrs.group > 1 and x.shape[0] != attrs.c_in:
+            raise UnsupportedModelError(f"node '{node}': Conv with group={attrs.group} and weights {attrs.weight.shape} "
+                                        f"needs {attrs.c_in} input channels, got {x.shape[0]}")
+        check_linear_attrs(attrs, x, attrs.c_in, attrs.weight.shape[0], node, "Conv")
         facc = linear_acc_frac(x, attrs.wtype, attrs.btype)
         shift = facc - x.ftype.frac - attrs.wtype.frac
         lo, hi = linear_acc_range([attrs.weight.reshape(attrs.weight.shape[0], -1)], x, shift, _bias_aligned(attrs, facc))
@@ -100,7 +131,11 @@ class Conv(LinearOp[Attrs]):
         win = win[(slice(None), slice(None)) + tuple(slice(0, s) for s in out.shape[1:])]
         letters = "defg"[:n]
         ks = "ijkl"[:n]
-        acc = np.einsum(f"nc{letters}{ks},oc{ks}->no{letters}", win, attrs.weight.astype(np.int64), optimize=False)
+        g = attrs.group
+        win = win.reshape(win.shape[0], g, -1, *win.shape[2:])  # (N, group, c_in / group, *out, *kernel)
+        w = attrs.weight.astype(np.int64).reshape(g, -1, *attrs.weight.shape[1:])
+        acc = np.einsum(f"ngc{letters}{ks},goc{ks}->ngo{letters}", win, w, optimize=False)
+        acc = acc.reshape(acc.shape[0], -1, *acc.shape[3:])
         shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
         return (acc << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)
 
@@ -109,7 +144,7 @@ class Conv(LinearOp[Attrs]):
         # one ConvInteger per 7-bit weight limb (also weights wider than 8 bits, e.g.
         # per-channel scales moved onto one grid), recombined in int64: exact
         acc = limb_kernel(builder, "ConvInteger", xs[0], x, attrs.weight, out_axis=0, pads=list(attrs.pads),
-                          strides=list(attrs.strides))
+                          strides=list(attrs.strides), group=attrs.group)
         if acc is None:
             raise UnsupportedModelError(
                 f"Conv with {x.ftype.width}-bit inputs: the exact reference supports inputs up to 8 bits (ConvInteger)"
@@ -120,13 +155,18 @@ class Conv(LinearOp[Attrs]):
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         bias, btype = bias_or_zeros(attrs, attrs.weight.shape[0], out)
-        # kernel layout (*kernel, c_in, c_out), as hls4ml's Conv2D and our Conv3D expect
-        w = attrs.weight.transpose(*range(2, 2 + attrs.ndim), 1, 0)
+        native_depthwise = attrs.depthwise and attrs.ndim == 2
+        # kernel layout (*kernel, c_in, c_out), as hls4ml's Conv2D and our Conv3D expect;
+        # hls4ml's DepthwiseConv2D takes (*kernel, c)
+        full = attrs.weight if native_depthwise else dense_weight(attrs)
+        w = full.transpose(*range(2, 2 + attrs.ndim), 1, 0)
+        if native_depthwise:
+            w = w[..., 0, :]
         layer = {
             "data_format": "channels_last",
-            "n_chan": attrs.weight.shape[1],
+            "n_chan": attrs.c_in,
             "n_filt": attrs.weight.shape[0],
-            "weight_data": np.ldexp(w.astype(np.float64), -attrs.wtype.frac),
+            ("depthwise_data" if native_depthwise else "weight_data"): np.ldexp(w.astype(np.float64), -attrs.wtype.frac),
             "bias_data": np.ldexp(bias.astype(np.float64), -btype.frac),
         }
         dims = ("height", "width") if attrs.ndim == 2 else ("depth", "height", "width")
@@ -139,7 +179,9 @@ class Conv(LinearOp[Attrs]):
             layer[f"stride_{d}"] = attrs.strides[i]
             layer[f"pad_{begin[i]}"] = attrs.pads[i]
             layer[f"pad_{end[i]}"] = attrs.pads[attrs.ndim + i]
-        layer["class_name"] = "Conv2D" if attrs.ndim == 2 else "TesseraConv3D"
+        layer["class_name"] = "TesseraConv3D" if attrs.ndim == 3 else "DepthwiseConv2D" if native_depthwise else "Conv2D"
+        if native_depthwise:
+            layer["depth_multiplier"] = 1
         precision = {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(), "result": out.ftype.hls()}
         hls.add_layer(node, layer, precision, layout=Layout.CHANNELS)
 

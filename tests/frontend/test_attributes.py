@@ -159,7 +159,6 @@ def test_same_padding_is_modelled_for_conv_and_averagepool(tmp_path):
 
 
 @pytest.mark.parametrize("op,attrs,message", [
-    ("Conv", {"group": 2}, "attribute group=2 is not supported"),
     ("Conv", {"dilations": [2, 2]}, "attribute dilations=[2, 2] is not supported"),
     ("MaxPool", {"ceil_mode": 1}, "attribute ceil_mode=1 is not supported"),
 ])

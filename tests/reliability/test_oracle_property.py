@@ -79,10 +79,11 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
         s = [int(r.integers(1, 3)), int(r.integers(1, 3))]
         op = r.choice(["conv", "maxpool", "avgpool", "relu", "leakyrelu", "resize", "gap"])
         if op == "conv":
-            f = int(r.integers(1, 4))
-            wq = b.quant(b.const(r.integers(-8, 8, size=(f, c, *k)) * 2.0**-3), bits=5, signed=1)
+            group = c if c > 1 and r.random() < 0.2 else 1  # depthwise (multiplier 1 or 2)
+            f = c * int(r.integers(1, 3)) if group > 1 else int(r.integers(1, 4))
+            wq = b.quant(b.const(r.integers(-8, 8, size=(f, c // group, *k)) * 2.0**-3), bits=5, signed=1)
             extra = {"dilations": [2, 2]} if r.random() < 0.1 else {}
-            extra.update({"group": c} if c > 1 and r.random() < 0.1 else {})
+            extra.update({"group": group} if group > 1 else {})
             x = b.quant(b.node("Conv", [x, wq], kernel_shape=k, strides=s, **_pads(r, 2, k), **extra))
             c = f
         elif op == "maxpool":
