@@ -58,7 +58,7 @@ def qonnx_ops() -> list[type]:
     from qonnx.custom_op.general.bipolar_quant import binary_quant
     from qonnx.custom_op.general.multithreshold import multithreshold
     from qonnx.custom_op.general.quant import quant
-    from qonnx.custom_op.general.trunc import trunc_v1
+    from qonnx.custom_op.general.trunc import trunc_v1, trunc_v2
 
     def run_quant(self, x, scale, zeropt, bitwidth, signed=1, narrow=0, rounding_mode="ROUND"):
         return (quant(x, scale, zeropt, bitwidth, bool(signed), bool(narrow), _text(rounding_mode)),)
@@ -66,8 +66,11 @@ def qonnx_ops() -> list[type]:
     def run_bipolar(self, x, scale):
         return (binary_quant(x, scale),)
 
-    def run_trunc(self, x, scale, zeropt, in_bits, out_bits, rounding_mode="FLOOR"):
-        return (trunc_v1(x, scale, zeropt, in_bits, out_bits, _text(rounding_mode)),)
+    def run_trunc(self, x, scale, zeropt, in_bits, *rest, rounding_mode="FLOOR", narrow=0, signed=1):
+        if len(rest) == 1:  # v1: (x, scale, zeropt, input_bit_width, output_bit_width)
+            return (trunc_v1(x, scale, zeropt, in_bits, rest[0], _text(rounding_mode)),)
+        out_scale, out_bits = rest  # v2: ..., output_scale, output_bit_width
+        return (trunc_v2(x, scale, zeropt, in_bits, narrow, signed, out_scale, out_bits, _text(rounding_mode)),)
 
     def run_multithreshold(self, x, thresholds, out_dtype="", out_scale=1.0, out_bias=0.0, data_layout="NCHW"):
         y = multithreshold(x, thresholds, out_scale, out_bias, channels_last=_text(data_layout).endswith("C"))

@@ -13,9 +13,12 @@ import io
 import warnings
 from pathlib import Path
 
-#: The shipped configurations (``brevitas_examples/bnn_pynq/cfg``), ResNet-18 aside.
+#: The shipped configurations (``brevitas_examples/bnn_pynq/cfg``).
 BNN_PYNQ = ("tfc_1w1a", "tfc_1w2a", "tfc_2w2a", "sfc_1w1a", "sfc_1w2a", "sfc_2w2a", "lfc_1w1a", "lfc_1w2a", "cnv_1w1a",
-            "cnv_1w2a", "cnv_2w2a")
+            "cnv_1w2a", "cnv_2w2a", "resnet18_4w4a")
+
+#: ResNet-18 has no input quantizer: its float input is declared as this type (``--input-type``).
+INPUT_TYPES = {"resnet18_4w4a": "fixed<8,1>"}
 
 
 def input_shape(name: str) -> tuple[int, ...]:
@@ -43,8 +46,10 @@ def export_bnn_pynq(name: str, path: str | Path, seed: int = 0) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        export_qonnx(model, torch.randn((1, *input_shape(name))), str(path))
+        # brevitas' dynamo export (its default on this torch) fails on ResNet-18's adds of
+        # QuantTensors; its TorchScript exporter handles every configuration
+        export_qonnx(model, torch.randn((1, *input_shape(name))), str(path), dynamo=False)
     return path
 
 
-__all__ = ["BNN_PYNQ", "export_bnn_pynq", "input_shape"]
+__all__ = ["BNN_PYNQ", "INPUT_TYPES", "export_bnn_pynq", "input_shape"]

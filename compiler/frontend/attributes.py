@@ -106,6 +106,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     # QONNX custom ops (qonnx's IntQuant / BipolarQuant attributes)
     "Quant": {"signed": MODELLED, "narrow": MODELLED, "rounding_mode": MODELLED},
     "BipolarQuant": {},
+    "Trunc": {"signed": MODELLED, "narrow": MODELLED, "rounding_mode": MODELLED},  # v2; see frontend/averages.py
     # recurrent cells (docs/rnn_export.md): each quantizer's attributes, and the cell's own
     "QuantLSTMCell": {**_quantizer_attributes(LSTM_QUANTIZERS, ("signed", "narrow", "narrow_range", "rounding_mode")),
                       "batch_first": MODELLED, "reverse_input": MODELLED, "cifg": MODELLED},

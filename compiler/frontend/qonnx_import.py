@@ -24,6 +24,7 @@ from ..ir.types import MAX_ELEMENTS, dyadic_codes
 from ..ops import (OPS, Trait, avgpool, conv, convtranspose, dense, flatten, globalavgpool, leakyrelu, lut, maxpool, merge,
                    relu, transpose, upsample)
 from ..ops.base import OpDef
+from .averages import Averages
 from .attributes import check_attributes, explicit_pads, nearest_sources, schema_default
 from .real import Affine, RealOps, input_datatype, normalize_domains, parse_input_type, weight_codes
 from .real import Const as _Const
@@ -103,7 +104,7 @@ def clean(model: onnx.ModelProto) -> onnx.ModelProto:
     return cleaned
 
 
-class _Importer(RealOps):
+class _Importer(Averages, RealOps):
     def __init__(self, model: onnx.ModelProto, input_datatype: str | None = None):
         self.model = model
         self.input_datatype = input_datatype
@@ -307,7 +308,7 @@ class _Importer(RealOps):
         """``node`` must feed exactly one Quant (else refused: ``why``); the pair becomes one
         ``op`` node, its attributes ``make(the Quant's attrs)``, built when the Quant is read."""
         users = [u for u in self.model.graph.node if node.output[0] in u.input]
-        if len(users) != 1 or users[0].op_type != "Quant":
+        if len(users) != 1 or users[0].op_type not in ("Quant", "Trunc"):
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {why}")
         self.deferred[users[0].name] = (op, [self.value(node.input[0], node)], make)
         self.env[node.output[0]] = _Pending(node.name)
@@ -316,22 +317,6 @@ class _Importer(RealOps):
         """Sigmoid/Tanh must feed exactly one Quant: the pair becomes one lookup table."""
         self.defer_to_quant(node, lut.OP, lambda q: lut.Attrs(function, q),
                             "a nonlinearity must be followed by a Quant to be exact")
-
-    def on_AveragePool(self, node: onnx.NodeProto) -> None:
-        """An average is not fixed point: the pool must feed one Quant, and the pair becomes one op."""
-        k = tuple(int(v) for v in _attr(node, "kernel_shape"))
-        n = len(k)
-        why = "must be 2D/3D and followed by exactly one Quant to be exact"
-        if n not in (2, 3):
-            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): {why}")
-        s, pads = self.window(node, k)
-        cip = bool(_attr(node, "count_include_pad", 0))
-        self.defer_to_quant(node, avgpool.OP, lambda q: avgpool.Attrs(k, s, pads, cip, q), why)
-
-    def on_GlobalAveragePool(self, node: onnx.NodeProto) -> None:
-        """The mean over the spatial axes (no attributes): fused with the Quant it feeds."""
-        self.defer_to_quant(node, globalavgpool.OP, globalavgpool.Attrs,
-                            "must be followed by exactly one Quant to be exact (an average is not a fixed-point number)")
 
     def on_QuantLSTMCell(self, node: onnx.NodeProto) -> None:
         import_lstm(self, node)

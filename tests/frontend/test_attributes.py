@@ -17,7 +17,7 @@ from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
 
 OPSETS = range(11, 22)
-CUSTOM = {"Quant", "BipolarQuant", "QuantLSTMCell", "QuantGRUCell", "QuantConvLSTMCell"}
+CUSTOM = {"Quant", "BipolarQuant", "Trunc", "QuantLSTMCell", "QuantGRUCell", "QuantConvLSTMCell"}
 
 
 def _schemas(op: str):

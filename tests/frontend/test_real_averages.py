@@ -1,0 +1,102 @@
+"""Averages on real-scaled codes and QONNX ``Trunc``, exactly (issue: real-world models).
+
+Brevitas' default quantizers put float scales around every pool: ``AvgPool2d`` or
+``AdaptiveAvgPool2d(1)`` between float-scaled quantizers, and ``TruncAvgPool2d`` (exported as
+``AveragePool`` + ``Trunc``, as in bnn_pynq's ResNet-18).  The average becomes the exact window
+sum with its real meaning in flight; the quantizer after it is one proven ``rescale``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from onnx import helper
+
+from tessera.compiler import api
+from tessera.compiler.errors import UnsupportedModelError
+
+from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified
+
+
+def brevitas_pooled(path, pool: str, seed=0):
+    """QuantIdentity, QuantConv2d 4-bit, BatchNorm, QuantReLU 4-bit, a pool, (a quantizer),
+    QuantLinear: ``pool`` is "avg" (AvgPool2d(2) + QuantIdentity), "global"
+    (AdaptiveAvgPool2d(1) + QuantIdentity) or "trunc" (brevitas TruncAvgPool2d(2))."""
+    import torch
+    from brevitas.nn import QuantConv2d, QuantIdentity, QuantLinear, QuantReLU, TruncAvgPool2d
+    from torch import nn
+
+    from tessera.models.train import export_model
+
+    class Pooled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = QuantIdentity(return_quant_tensor=True)
+            self.conv = QuantConv2d(1, 4, 3, padding=1, weight_bit_width=4, bias=False)
+            self.bn = nn.BatchNorm2d(4)
+            self.relu = QuantReLU(bit_width=4, return_quant_tensor=True)
+            if pool == "trunc":
+                self.pool = TruncAvgPool2d(2, stride=2, bit_width=4, return_quant_tensor=True)
+            else:
+                self.pool = nn.Sequential(nn.AvgPool2d(2) if pool == "avg" else nn.AdaptiveAvgPool2d(1),
+                                          QuantIdentity(return_quant_tensor=True))
+            self.fc = QuantLinear(4 * (1 if pool == "global" else 16), 5, bias=True)
+
+        def forward(self, x):
+            return self.fc(torch.flatten(self.pool(self.relu(self.bn(self.conv(self.inp(x))))), 1))
+
+    torch.manual_seed(seed)
+    model = Pooled()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-0.3, 0.3)
+        model.bn.running_var.uniform_(0.5, 2.0)
+        model.bn.weight.uniform_(-1.5, 1.5)
+    return export_model(model, torch.randn(1, 1, 8, 8), path)
+
+
+@pytest.mark.parametrize("pool", ["avg", "global", "trunc"])
+def test_brevitas_average_pools_with_float_scales_are_exact(tmp_path, pool):
+    import onnx
+
+    path = brevitas_pooled(tmp_path / "m.onnx", pool)
+    if pool == "trunc":
+        assert any(n.op_type == "Trunc" for n in onnx.load(str(path)).graph.node)
+    g = _exact_and_independent(path, 1000)
+    sums = [n for n in g.nodes if n.op == "conv" and n.attrs.depthwise]
+    assert len(sums) == 1 and int(sums[0].attrs.weight.min()) == int(sums[0].attrs.weight.max()) == 1  # the window sum
+    assert g.nodes[g.nodes.index(sums[0]) + 1].op == "rescale"  # the division by n inside the proven rescale
+
+
+def _pool_then_quant(path, pool_attrs, trunc_scale=None):
+    """Quant(x, float scale) -> AveragePool -> Quant (or Trunc with ``trunc_scale``)."""
+    inits = [_f("s_x", 0.0371), _f("zero", 0.0), _f("b8", 8.0), _f("s_y", 0.0213), _f("s_t", trunc_scale or 0.0)]
+    pool = helper.make_node("AveragePool", ["xq"], ["p"], name="pool", **pool_attrs)
+    if trunc_scale is None:
+        last = _quant("p", "s_y", "zero", "b8", "y")
+    else:
+        last = helper.make_node("Trunc", ["p", "s_x", "zero", "b8", "s_t", "b8"], ["y"], domain="qonnx.custom_op.general",
+                                name="trunc", signed=1, narrow=0, rounding_mode="FLOOR")
+    return _save(path, [_quant("x", "s_x", "zero", "b8", "xq"), pool, last], inits, (2, 6, 6), (2, 3, 3))
+
+
+def test_padded_average_with_count_include_pad_on_float_codes_is_exact(tmp_path):
+    path = _pool_then_quant(tmp_path / "m.onnx", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0],
+                                                   "count_include_pad": 1})
+    _exact_and_independent(path, 2000)
+
+
+def test_what_the_exact_average_cannot_be_is_refused_in_one_line(tmp_path):
+    path = _pool_then_quant(tmp_path / "a.onnx", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0]})
+    with pytest.raises(UnsupportedModelError, match=r"node 'pool' \(AveragePool\): count_include_pad=0 with pads"):
+        api.load_model(path)
+    for trunc_scale, message in ((0.05, "is 1.347708.*, not a power of two"), (2 * 0.0371, "not an integer multiple")):
+        # an output scale off the power-of-two ladder; an average (S / 4) that is not on the Trunc's grid
+        path = _pool_then_quant(tmp_path / "t.onnx", {"kernel_shape": [2, 2], "strides": [2, 2]}, trunc_scale)
+        with pytest.raises(UnsupportedModelError, match=rf"node 'trunc' \(Trunc\): .*{message}") as exc:
+            api.load_model(path)
+        assert "\n" not in str(exc.value)
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_float_scale_average_csim_equals_reference_and_users_model(tmp_path, io_type):
+    csim_verified(brevitas_pooled(tmp_path / "m.onnx", "trunc"), tmp_path / "prj", io_type, 300, 5)
