@@ -1,10 +1,12 @@
 """Real-world models, exactly: Tessera and hls4ml 1.3 side by side on models we did not write.
 
 Models: the six files of the public QONNX model zoo (``../shared/third_party/qonnx_model_zoo``
-beside the checkout, or ``$TESSERA_THIRD_PARTY``) and ``brevitas_examples.bnn_pynq``'s TFC /
+beside the checkout, or ``$TESSERA_THIRD_PARTY``), ``brevitas_examples.bnn_pynq``'s TFC /
 SFC / LFC / CNV in their shipped bit widths, exported with ``export_qonnx`` at random
-initialisation with non-trivial BatchNorm statistics (into the work folder; no weights
-enter the repository).
+initialisation with non-trivial BatchNorm statistics, and the Brevitas default-quantizer
+models of ``models/brevitas_default.py`` (all exported into the work folder; no weights
+enter the repository).  ``--keep-rows`` measures only ``--models`` and keeps the other rows of
+the last ``realworld.json`` (each row records its run).
 
 Per model, in one run, on the same real inputs (random full-range codes mapped to the
 centre of their input interval; plus the 1,000 real test digits for the 28x28 MNIST models):
@@ -40,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from tessera.models.bnn_pynq import BNN_PYNQ, export_bnn_pynq
+from tessera.models.brevitas_default import BREVITAS_DEFAULT, export_brevitas_default
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = Path(os.environ.get("TESSERA_THIRD_PARTY", ROOT.parent / "shared" / "third_party")) / "qonnx_model_zoo" / "models"
@@ -159,10 +162,16 @@ def render(doc: dict, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = doc["rows"]
+    runs = sorted({r.get("run", "earlier") for r in rows})
+    when = "in one run" if len(runs) == 1 else (f"each row in one run of both tools (runs: {', '.join(runs)}; "
+                                                "`--keep-rows`)")
     lines = ["# Real-world models: Tessera and hls4ml 1.3 side by side", "",
-             f"Measured in one run (`python bench/realworld.py`), {doc['cores']} cores, on models we did not write: the six "
-             "files of the public QONNX model zoo and `brevitas_examples.bnn_pynq` exported at random initialisation with "
-             "non-trivial BatchNorm statistics (`export_qonnx` with its defaults: on torch 2.13 the dynamo exporter). "
+             f"Measured {when} (`python bench/realworld.py`), {doc['cores']} cores, on models we did not write: the six "
+             "files of the public QONNX model zoo, `brevitas_examples.bnn_pynq` exported at random initialisation with "
+             "non-trivial BatchNorm statistics (`export_qonnx` with its defaults: on torch 2.13 the dynamo exporter), "
+             "and models written with Brevitas' default quantizers (`models/brevitas_default.py`: float scales, "
+             "per-channel weights, BatchNorm, a residual add, a depthwise-separable block, TruncAvgPool, a global "
+             "average pool; exported with brevitas' TorchScript exporter, untrained). "
              "The jet tagger's float input is declared `--input-type fixed<16,6>` (hls4ml's default precision). Tessera: verified samples (random full-range + the 1,000 real test digits for "
              "the MNIST models), g++ C-simulation vs exact reference, and exact reference vs the user's file in float64 "
              "(ONNX reference evaluator, qonnx's QONNX ops). hls4ml: its documented QONNX flow, `fixed<16,6>` default "
@@ -218,7 +227,10 @@ def render(doc: dict, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="*", default=[*ZOO_MODELS, *(f"bnn_pynq {m}" for m in BNN_PYNQ)])
+    ap.add_argument("--models", nargs="*", default=[*ZOO_MODELS, *(f"bnn_pynq {m}" for m in BNN_PYNQ),
+                                                    *(f"brevitas {m}" for m in BREVITAS_DEFAULT)])
+    ap.add_argument("--keep-rows", action="store_true",
+                    help="keep the rows of realworld.json for models this run does not measure (each row says its run)")
     ap.add_argument("--samples", type=int, default=1000, help="random full-range inputs per model")
     ap.add_argument("--conv-samples", type=int, default=100,
                     help="random inputs for the convolutional models (their io_stream C-simulation takes ~2 s a sample)")
@@ -231,6 +243,11 @@ def main() -> None:
         render(json.loads((args.out / "realworld.json").read_text()), args.out)
         return
     args.work.mkdir(parents=True, exist_ok=True)
+    run = time.strftime("%Y-%m-%d")
+    kept = []
+    if args.keep_rows and (args.out / "realworld.json").is_file():
+        kept = [dict(r, run=r.get("run", "earlier")) for r in json.loads((args.out / "realworld.json").read_text())["rows"]
+                if r["model"] not in args.models]
     rows = []
     for label in args.models:
         t0 = time.perf_counter()
@@ -239,6 +256,13 @@ def main() -> None:
             path = ZOO / rel
             if not path.exists():
                 raise SystemExit(f"{path} is missing: the QONNX model zoo is expected at {ZOO} (set TESSERA_THIRD_PARTY)")
+        elif label.startswith("brevitas "):
+            name = label.split()[-1]
+            path = args.work / "brevitas_default" / f"{name}.onnx"
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                export_brevitas_default(name, path)
+            input_type, digits = None, False
         else:
             name = label.split()[-1]
             path = args.work / "bnn_pynq" / f"{name}.onnx"
@@ -247,10 +271,13 @@ def main() -> None:
             input_type, digits = None, "fc" in name
         row = run_model(label, path, input_type, digits, args.work, args.conv_samples if "cnv" in label else args.samples)
         row["seconds"] = round(time.perf_counter() - t0, 1)
+        row["run"] = run
         rows.append(row)
         print(json.dumps({k: row[k] for k in ("model", "seconds")} | {"tessera": row["tessera"].get("mismatches", "err"),
                                                                       "hls4ml": row["hls4ml"].get("equal_pct")}), flush=True)
-        doc = {"cores": os.cpu_count(), "samples": args.samples, "conv_samples": args.conv_samples, "rows": rows}
+        order = {m: i for i, m in enumerate(ap.get_default("models"))}
+        every = sorted(kept + rows, key=lambda r: order.get(r["model"], len(order)))
+        doc = {"cores": os.cpu_count(), "samples": args.samples, "conv_samples": args.conv_samples, "rows": every}
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "realworld.json").write_text(json.dumps(doc, indent=1))
     render(doc, args.out)

@@ -45,3 +45,22 @@ def test_bnn_pynq_csim_verifies(tmp_path, name, io_type, samples):
     assert rep.mismatches == 0 and rep.outputs == samples * 10
     assert rep.independent["equal"] == rep.independent["outputs"] == rep.outputs
     assert rep.passed
+
+
+@pytest.mark.slow
+def test_resnet18_4w4a_is_exact(tmp_path):
+    """bnn_pynq's ResNet-18 (residual adds of float-scaled codes, BatchNorm, TruncAvgPool as
+    AveragePool + Trunc; 11.2 M weights, so no C-simulation here), its float input declared
+    as fixed<8,1>: equal to the exported file on every output."""
+    from tessera.models.bnn_pynq import INPUT_TYPES, RESNET18
+
+    path = export(RESNET18, tmp_path / "r18.onnx")
+    g = api.load_model(path, INPUT_TYPES[RESNET18])
+    ops = [n.op for n in g.nodes]
+    assert ops.count("add") == 8 and ops[-4:] == ["conv", "rescale", "flatten", "dense"]  # window sum + Trunc
+    codes = sample_codes(g.values[g.input], 6, seed=2)
+    ref = OrtReference(reference_model(g)).run(codes)
+    assert np.array_equal(ref, run_ir(g, codes))
+    rep = independent_check(onnx.load(path), g, codes, ref)
+    assert rep.error is None and rep.differing_outputs == 0, rep.line()
+    assert rep.equal == rep.outputs == ref.size == 6 * 10

@@ -13,44 +13,9 @@ from onnx import helper
 
 from tessera.compiler import api
 from tessera.compiler.errors import UnsupportedModelError
+from tessera.models.brevitas_default import brevitas_pooled
 
 from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified
-
-
-def brevitas_pooled(path, pool: str, seed=0):
-    """QuantIdentity, QuantConv2d 4-bit, BatchNorm, QuantReLU 4-bit, a pool, (a quantizer),
-    QuantLinear: ``pool`` is "avg" (AvgPool2d(2) + QuantIdentity), "global"
-    (AdaptiveAvgPool2d(1) + QuantIdentity) or "trunc" (brevitas TruncAvgPool2d(2))."""
-    import torch
-    from brevitas.nn import QuantConv2d, QuantIdentity, QuantLinear, QuantReLU, TruncAvgPool2d
-    from torch import nn
-
-    from tessera.models.train import export_model
-
-    class Pooled(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inp = QuantIdentity(return_quant_tensor=True)
-            self.conv = QuantConv2d(1, 4, 3, padding=1, weight_bit_width=4, bias=False)
-            self.bn = nn.BatchNorm2d(4)
-            self.relu = QuantReLU(bit_width=4, return_quant_tensor=True)
-            if pool == "trunc":
-                self.pool = TruncAvgPool2d(2, stride=2, bit_width=4, return_quant_tensor=True)
-            else:
-                self.pool = nn.Sequential(nn.AvgPool2d(2) if pool == "avg" else nn.AdaptiveAvgPool2d(1),
-                                          QuantIdentity(return_quant_tensor=True))
-            self.fc = QuantLinear(4 * (1 if pool == "global" else 16), 5, bias=True)
-
-        def forward(self, x):
-            return self.fc(torch.flatten(self.pool(self.relu(self.bn(self.conv(self.inp(x))))), 1))
-
-    torch.manual_seed(seed)
-    model = Pooled()
-    with torch.no_grad():
-        model.bn.running_mean.uniform_(-0.3, 0.3)
-        model.bn.running_var.uniform_(0.5, 2.0)
-        model.bn.weight.uniform_(-1.5, 1.5)
-    return export_model(model, torch.randn(1, 1, 8, 8), path)
 
 
 @pytest.mark.parametrize("pool", ["avg", "global", "trunc"])

@@ -14,46 +14,9 @@ from onnx import helper
 
 from tessera.compiler import api
 from tessera.compiler.errors import UnsupportedModelError
+from tessera.models.brevitas_default import brevitas_residual
 
 from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified
-
-
-def brevitas_residual(path, quantized_branch=True, seed=0):
-    """A Brevitas residual CNN with default quantizers (8-bit float-scale input, 4-bit
-    weights and ReLU, BatchNorm with drawn statistics), exported with brevitas' exporter:
-    ``relu(q(bn(conv(h))) + h)``, the two addends with different float scales."""
-    import torch
-    from brevitas.nn import QuantConv2d, QuantIdentity, QuantLinear, QuantReLU
-    from torch import nn
-
-    from tessera.models.train import export_model
-
-    class Residual(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inp = QuantIdentity(return_quant_tensor=True)
-            self.conv1 = QuantConv2d(1, 4, 3, padding=1, weight_bit_width=4)
-            self.bn1 = nn.BatchNorm2d(4)
-            self.relu1 = QuantReLU(bit_width=4, return_quant_tensor=True)
-            self.conv2 = QuantConv2d(4, 4, 3, padding=1, bias=False)
-            self.bn2 = nn.BatchNorm2d(4)
-            self.branch = QuantIdentity(return_quant_tensor=False) if quantized_branch else nn.Identity()
-            self.relu2 = QuantReLU(return_quant_tensor=True)
-            self.fc = QuantLinear(4 * 8 * 8, 5, bias=True)
-
-        def forward(self, x):
-            h = self.relu1(self.bn1(self.conv1(self.inp(x))))
-            return self.fc(torch.flatten(self.relu2(self.branch(self.bn2(self.conv2(h))) + h), 1))
-
-    torch.manual_seed(seed)
-    model = Residual()
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            with torch.no_grad():
-                m.running_mean.uniform_(-0.3, 0.3)
-                m.running_var.uniform_(0.5, 2.0)
-                m.weight.uniform_(-1.5, 1.5)
-    return export_model(model, torch.randn(1, 1, 8, 8), path)
 
 
 def per_channel_residual(path):
