@@ -82,6 +82,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "Softmax": {"axis": MODELLED},
     "Concat": {"axis": MODELLED},
     "Relu": {},
+    "Clip": {"min": MODELLED, "max": MODELLED},  # opset 6-10 attributes; inputs from opset 11
     "LeakyRelu": {"alpha": MODELLED},
     "Sigmoid": {},
     "Tanh": {},

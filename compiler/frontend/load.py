@@ -1,4 +1,5 @@
-"""Read an ONNX file safely: every failure becomes a one-line :class:`ModelLoadError`."""
+"""Read an ONNX file safely (every failure becomes a one-line :class:`ModelLoadError`), and what
+the file and the user declare about its input: legacy domains, ``finn_datatype``, ``--input-type``."""
 
 from __future__ import annotations
 
@@ -9,12 +10,49 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelLoadError, UnsupportedModelError
-from ..ir.types import MAX_ELEMENTS
+from ..ir.types import MAX_ELEMENTS, FixedType
 
 MIN_OPSET = 9
 #: Older exports name the QONNX custom-op domain differently (and often import no opset for it).
 LEGACY_DOMAINS = ("onnx.brevitas", "finn.custom_op.general")
 QONNX_DOMAIN = "qonnx.custom_op.general"
+
+
+#: finn_datatype annotations of an input no Quant reads: the integer values it holds.
+DATATYPES = {"BIPOLAR": (-1, 1), "BINARY": (0, 1)}
+
+
+def datatype_range(name: str) -> tuple[int, int] | None:
+    """The values of a finn datatype (BIPOLAR, BINARY, INTn, UINTn), None for others."""
+    if name in DATATYPES:
+        return DATATYPES[name]
+    for prefix, signed in (("UINT", False), ("INT", True)):
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            n = int(name[len(prefix):])
+            return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if signed else (0, (1 << n) - 1)
+    return None
+
+
+def input_datatype(model: onnx.ModelProto) -> str | None:
+    """The graph input's ``finn_datatype`` annotation (None without one)."""
+    inits = {i.name for i in model.graph.initializer}
+    inputs = [i.name for i in model.graph.input if i.name not in inits]
+    for a in model.graph.quantization_annotation:
+        if inputs and a.tensor_name == inputs[0]:
+            return next((p.value for p in a.quant_parameter_tensor_names if p.key == "finn_datatype"), None)
+    return None
+
+
+def parse_input_type(text: str) -> FixedType:
+    """``fixed<W,I>`` / ``ufixed<W,I>`` / ``int<W>`` / ``uint<W>`` -> a fixed-point type (one-line error otherwise)."""
+    import re
+
+    m = re.fullmatch(r"\s*(u?)(fixed|int)<\s*(\d+)\s*(?:,\s*(-?\d+)\s*)?>\s*", text)
+    if not m or (m.group(2) == "fixed") != (m.group(4) is not None) or not 1 <= int(m.group(3)) <= 52:
+        raise UnsupportedModelError(f"input type '{text}' is not fixed<W,I>, ufixed<W,I>, int<W> or uint<W> (W <= 52)")
+    width = int(m.group(3))
+    ints = int(m.group(4)) if m.group(4) is not None else width
+    return FixedType(width, width - ints, m.group(1) != "u")
 
 
 def normalize_domains(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -25,6 +25,7 @@ from ..ops import (OPS, Trait, avgpool, conv, convtranspose, dense, flatten, glo
                    relu, transpose, upsample)
 from ..ops.base import OpDef
 from .averages import Averages
+from .clips import Clips, compose_clip
 from .attributes import check_attributes, explicit_pads, nearest_sources, schema_default
 from .real import Affine, RealOps, input_datatype, normalize_domains, parse_input_type, weight_codes
 from .real import Const as _Const
@@ -104,12 +105,14 @@ def clean(model: onnx.ModelProto) -> onnx.ModelProto:
     return cleaned
 
 
-class _Importer(Averages, RealOps):
+class _Importer(Averages, Clips, RealOps):
     def __init__(self, model: onnx.ModelProto, input_datatype: str | None = None):
         self.model = model
         self.input_datatype = input_datatype
         #: float operations on the input before its Quant: real = mul * x + add
         self.pre = (Fraction(1), Fraction(0))
+        #: a Clip / ReLU of that preprocessed input: real bounds (None: unbounded)
+        self.pre_clip: tuple = (None, None)
         #: quantized constants with float scales: Quant output -> (integer codes, scale per element)
         self.qconsts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
@@ -396,6 +399,10 @@ class _Importer(Averages, RealOps):
 
     def on_Relu(self, node: onnx.NodeProto) -> None:
         if self.real_relu(node):
+            return
+        if node.input[0] == self.pending_input:  # max(0, .) of the input before its Quant: a bound of it
+            self.pre_clip = compose_clip(self.pre_clip, (Fraction(0), None))
+            self.pending_input = node.output[0]
             return
         x = self.value(node.input[0], node)
         if x in self.graph.scales and any(z != 0 for z in self.graph.scales[x].zero):

@@ -29,22 +29,8 @@ from ..ir.types import MAX_WIDTH, FixedType, TensorType, bits_for_range, dyadic_
 from ..ops import OPS, Trait, merge, quant, rescale
 from ..ops.affine import Step
 from ..ops.rounding import Rounding, div_round_int, round_float
-from .load import LEGACY_DOMAINS, QONNX_DOMAIN, normalize_domains
-
-#: finn_datatype annotations of an input no Quant reads: the integer values it holds.
-DATATYPES = {"BIPOLAR": (-1, 1), "BINARY": (0, 1)}
-
-
-def datatype_range(name: str) -> tuple[int, int] | None:
-    """The values of a finn datatype (BIPOLAR, BINARY, INTn, UINTn), None for others."""
-    if name in DATATYPES:
-        return DATATYPES[name]
-    for prefix, signed in (("UINT", False), ("INT", True)):
-        if name.startswith(prefix) and name[len(prefix):].isdigit():
-            n = int(name[len(prefix):])
-            return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if signed else (0, (1 << n) - 1)
-    return None
-
+from .clips import clip_codes, compose_clip
+from .load import LEGACY_DOMAINS, QONNX_DOMAIN, datatype_range, input_datatype, normalize_domains, parse_input_type
 
 @dataclass
 class Const:
@@ -70,45 +56,29 @@ def check_finite(values: np.ndarray, node: onnx.NodeProto, name: str) -> None:
                                     f"NaN/Inf value(s), first {values[where]} at index {where}")
 
 
-def input_datatype(model: onnx.ModelProto) -> str | None:
-    """The graph input's ``finn_datatype`` annotation (None without one)."""
-    inits = {i.name for i in model.graph.initializer}
-    inputs = [i.name for i in model.graph.input if i.name not in inits]
-    for a in model.graph.quantization_annotation:
-        if inputs and a.tensor_name == inputs[0]:
-            return next((p.value for p in a.quant_parameter_tensor_names if p.key == "finn_datatype"), None)
-    return None
-
-
-def parse_input_type(text: str) -> FixedType:
-    """``fixed<W,I>`` / ``ufixed<W,I>`` / ``int<W>`` / ``uint<W>`` -> a fixed-point type (one-line error otherwise)."""
-    import re
-
-    m = re.fullmatch(r"\s*(u?)(fixed|int)<\s*(\d+)\s*(?:,\s*(-?\d+)\s*)?>\s*", text)
-    if not m or (m.group(2) == "fixed") != (m.group(4) is not None) or not 1 <= int(m.group(3)) <= 52:
-        raise UnsupportedModelError(f"input type '{text}' is not fixed<W,I>, ufixed<W,I>, int<W> or uint<W> (W <= 52)")
-    width = int(m.group(3))
-    ints = int(m.group(4)) if m.group(4) is not None else width
-    return FixedType(width, width - ints, m.group(1) != "u")
-
-
 def fractions(values: np.ndarray) -> tuple[Fraction, ...]:
     return tuple(Fraction(float(v)) for v in np.asarray(values, dtype=np.float64).ravel())
 
 
 @dataclass(frozen=True)
 class Affine:
-    """``real = a_c * acc + b_c`` (then ``max(0, .)`` with ``relu``) on ``value``'s codes."""
+    """``real = clip(a_c * acc + b_c, lo, hi)`` on ``value``'s codes (``lo`` / ``hi``: a ReLU's or
+    a Clip's real bounds, None for none)."""
 
     value: str
     a: tuple[Fraction, ...]  # one per channel (axis 0), or one
     b: tuple[Fraction, ...]
-    relu: bool = False
+    lo: Fraction | None = None
+    hi: Fraction | None = None
     source: str = ""  # the ONNX node whose output it is
 
     @property
     def channels(self) -> int:
         return max(len(self.a), len(self.b))
+
+    @property
+    def clipped(self) -> bool:
+        return self.lo is not None or self.hi is not None
 
     def each(self) -> list[tuple[Fraction, Fraction]]:
         n = self.channels
@@ -211,7 +181,7 @@ class Quantizers:
         fscale, fzero = Fraction(float(scale.ravel()[0])), Fraction(float(zp.ravel()[0]))
         bipolar = bits == 1 and signed
         exact_grid = exp is not None and fzero == 0 and not bipolar
-        if src == self.pending_input and (not exact_grid or self.pre != (1, 0)):
+        if src == self.pending_input and (not exact_grid or self.pre != (1, 0) or self.pre_clip != (None, None)):
             self.input_quant(node, fscale, fzero, bits, signed, narrow, rounding, bipolar)
             return
         if isinstance(x, Affine) or (isinstance(x, str) and (x in self.graph.scales or not exact_grid)):
@@ -355,9 +325,9 @@ class RealOps(Quantizers):
         f = self.as_affine(x, node)
         shape = self.type_of(f.value).shape
         kk = _per_channel(node, k, shape)
-        if f.relu:
-            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): constant arithmetic after a ReLU without a "
-                                        "Quant between them is not supported")
+        if f.clipped:
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): constant arithmetic after a ReLU/Clip without "
+                                        "a Quant between them is not supported")
         pairs = f.each() if len(kk) == 1 or f.channels > 1 else [f.each()[0]] * len(kk)
         kk = kk * len(pairs) if len(kk) == 1 else kk
         if node.op_type == "Mul":
@@ -381,19 +351,24 @@ class RealOps(Quantizers):
                                         f"non-scalar constant of shape {list(np.shape(k))} is not supported")
         kv = Fraction(float(np.asarray(k).ravel()[0]))
         mul, add = self.pre
-        if node.op_type == "Mul":
-            mul, add = mul * kv, add * kv
-        elif node.op_type == "Div":
+        if node.op_type == "Div":
             if kv == 0:
                 raise UnsupportedModelError(f"node '{node.name}' (Div): division by zero")
-            mul, add = mul / kv, add / kv
-        elif node.op_type == "Add":
-            add = add + kv
-        elif self.const_value(node.input[0]) is not None:  # k - x
-            mul, add = -mul, kv - add
+            kv, op = 1 / kv, "Mul"
         else:
-            add = add - kv
-        self.pre = (mul, add)
+            op = node.op_type
+        if op == "Mul":
+            m, a = kv, Fraction(0)
+        elif op == "Add":
+            m, a = Fraction(1), kv
+        elif self.const_value(node.input[0]) is not None:  # k - x
+            m, a = Fraction(-1), kv
+        else:
+            m, a = Fraction(1), -kv
+        self.pre = (mul * m, add * m + a)
+        # a clip of the input before this op, carried through it (bounds swap when m < 0)
+        bounds = tuple(None if b is None else b * m + a for b in self.pre_clip)
+        self.pre_clip = bounds if m > 0 else bounds[::-1]
         self.pending_input = node.output[0]
         return True
 
@@ -439,9 +414,9 @@ class RealOps(Quantizers):
             raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): only after a MatMul/Gemm/Conv (on its "
                                         "accumulator) is supported")
         f = self.as_affine(node.input[0], node)
-        if f.relu:
-            raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): after a ReLU without a Quant between "
-                                        "them is not supported")
+        if f.clipped:
+            raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): after a ReLU/Clip without a Quant "
+                                        "between them is not supported")
         scale = gamma / np.sqrt(var + eps)  # float64, once: the model's meaning (docs/bit-exact.md)
         shift = beta - scale * mean
         A, B = fractions(scale), fractions(shift)
@@ -462,9 +437,9 @@ class RealOps(Quantizers):
             return False
         terms = [self.as_affine(v, node) for v in node.input]
         for f in terms:
-            if f.relu or min(a for a, _ in f.each()) <= 0:
+            if f.clipped or min(a for a, _ in f.each()) <= 0:
                 raise UnsupportedModelError(f"node '{node.name}' (Add): reads '{f.source}' " + (
-                    "after a ReLU without a Quant" if f.relu else "with a non-positive scale") +
+                    "after a ReLU/Clip without a Quant" if f.clipped else "with a non-positive scale") +
                     "; requantize it (e.g. a QuantIdentity) before the Add")
         types = [self.type_of(f.value) for f in terms]
         top = max(t.ftype.frac for t in types)
@@ -493,7 +468,8 @@ class RealOps(Quantizers):
         v = self.env.get(node.input[0])
         if not isinstance(v, Affine):
             return False
-        self.env[node.output[0]] = replace(v, relu=True, source=node.name)
+        lo, hi = compose_clip((v.lo, v.hi), (Fraction(0), None))
+        self.env[node.output[0]] = replace(v, lo=lo, hi=hi, source=node.name)
         return True
 
     def quant_of_affine(self, node: onnx.NodeProto, f: Affine, scale: Fraction, zero: Fraction, qmin: int, qmax: int,
@@ -501,11 +477,11 @@ class RealOps(Quantizers):
         """The Quant ending a layer: one rescale node (per-channel steps of the primitive)."""
         if zero != int(zero):
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): zero point {float(zero)} is not an integer")
-        if bipolar and f.relu:
-            raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): after a ReLU is not supported")
-        lo = max(qmin, int(zero)) if f.relu else qmin
+        if bipolar and f.clipped:
+            raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): after a ReLU/Clip is not supported")
+        lo, hi = clip_codes(scale, zero, rounding, qmin, qmax, (f.lo, f.hi))
         steps = tuple(Step(a / scale, b / scale + (0 if bipolar else zero), rounding, 0 if bipolar else lo,
-                           1 if bipolar else qmax, bipolar) for a, b in f.each())
+                           1 if bipolar else hi, bipolar) for a, b in f.each())
         if len(set(steps)) == 1:
             steps = steps[:1]
         exp = power_of_two_exponent(np.array([float(scale)]))
@@ -526,14 +502,17 @@ class RealOps(Quantizers):
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): the input is scaled by {float(mul)} before "
                                         "its Quant; only positive factors are supported")
         qmin, qmax = (0, 1) if bipolar else (quant.min_int(signed, narrow, bits), quant.max_int(signed, narrow, bits))
-        step = Step(mul / scale, add / scale + (0 if bipolar else zero), rounding, qmin, qmax, bipolar)
+        if bipolar and self.pre_clip != (None, None):
+            raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): after a ReLU/Clip of the input is not supported")
+        lo, hi = clip_codes(scale, zero, rounding, qmin, qmax, self.pre_clip)
+        step = Step(mul / scale, add / scale + (0 if bipolar else zero), rounding, lo, hi, bipolar)
         out = node.output[0]
         width, sgn = bits_for_range(qmin, qmax)
         self.graph.input = out
         self.graph.origin[out] = node.name
         self.graph.input_quant = quant.Attrs(FixedType(width, 0, sgn), False, "ROUND")
-        self.graph.input_map = InputMap(step, qmin, qmax)
-        self.graph.values[out] = TensorType(self.input_shape, FixedType(width, 0, sgn), qmin, qmax)
+        self.graph.input_map = InputMap(step, lo, hi)
+        self.graph.values[out] = TensorType(self.input_shape, FixedType(width, 0, sgn), lo, hi)
         self.graph.scales[out] = CodeScale((2 * scale,), (Fraction(1, 2),)) if bipolar else CodeScale((scale,), (zero,))
         self.env[out] = out
         self.pending_input = None
@@ -542,6 +521,9 @@ class RealOps(Quantizers):
         """An input no Quant reads, typed by its ``finn_datatype`` (its values are the codes)
         or by the declared ``--input-type`` (real data rounded half to even onto it, saturating)."""
         mul, add = self.pre
+        if self.pre_clip != (None, None):
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): a ReLU/Clip of an input no Quant reads is "
+                                        "not supported")
         if self.input_type is not None:
             t = self.input_type
             step = Step(Fraction(2) ** t.frac, Fraction(0), Rounding.ROUND, t.min_code, t.max_code)
@@ -573,8 +555,9 @@ class RealOps(Quantizers):
 
     def affine_output(self, f: Affine) -> str:
         """A graph output no Quant rounds: the accumulator, its exact meaning recorded."""
-        if f.relu:
-            raise UnsupportedModelError(f"node '{f.source}': a ReLU at the graph output without a Quant is not supported")
+        if f.clipped:
+            raise UnsupportedModelError(f"node '{f.source}': a ReLU/Clip at the graph output without a Quant is not "
+                                        "supported")
         if any(a == 0 for a, _ in f.each()):
             raise UnsupportedModelError(f"node '{f.source}': an output channel is multiplied by 0")
         pairs = f.each()
