@@ -3,7 +3,8 @@
 Models: the six files of the public QONNX model zoo (``../shared/third_party/qonnx_model_zoo``
 beside the checkout, or ``$TESSERA_THIRD_PARTY``), ``brevitas_examples.bnn_pynq``'s TFC /
 SFC / LFC / CNV in their shipped bit widths, exported with ``export_qonnx`` at random
-initialisation with non-trivial BatchNorm statistics, and the Brevitas default-quantizer
+initialisation with non-trivial BatchNorm statistics (TFC / SFC also after ``TRAIN_EPOCHS``
+epochs on the real training digits), and the Brevitas default-quantizer
 models of ``models/brevitas_default.py`` (all exported into the work folder; no weights
 enter the repository).  ``--keep-rows`` measures only ``--models`` and keeps the other rows of
 the last ``realworld.json`` (each row records its run).
@@ -46,6 +47,8 @@ from tessera.models.brevitas_default import BREVITAS_DEFAULT, export_brevitas_de
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = Path(os.environ.get("TESSERA_THIRD_PARTY", ROOT.parent / "shared" / "third_party")) / "qonnx_model_zoo" / "models"
+#: "bnn_pynq <name> trained": TFC / SFC after this many epochs on the real training digits
+TRAIN_EPOCHS = 3
 ZOO_MODELS = {
     "zoo TFC_1W1A": ("MNIST/Brevitas_FINN_TFC/TFC/TFC_1W1A.onnx", None, True),
     "zoo TFC_1W2A": ("MNIST/Brevitas_FINN_TFC/TFC/TFC_1W2A.onnx", None, True),
@@ -168,7 +171,8 @@ def render(doc: dict, out: Path) -> None:
     lines = ["# Real-world models: Tessera and hls4ml 1.3 side by side", "",
              f"Measured {when} (`python bench/realworld.py`), {doc['cores']} cores, on models we did not write: the six "
              "files of the public QONNX model zoo, `brevitas_examples.bnn_pynq` exported at random initialisation with "
-             "non-trivial BatchNorm statistics (`export_qonnx` with its defaults: on torch 2.13 the dynamo exporter), "
+             "non-trivial BatchNorm statistics (`export_qonnx` with its defaults: on torch 2.13 the dynamo exporter; the "
+             f"`trained` rows: TFC / SFC after {TRAIN_EPOCHS} epochs of Adam on the 4,000 real training digits), "
              "and models written with Brevitas' default quantizers (`models/brevitas_default.py`: float scales, "
              "per-channel weights, BatchNorm, a residual add, a depthwise-separable block, TruncAvgPool, a global "
              "average pool; exported with brevitas' TorchScript exporter, untrained). "
@@ -228,6 +232,7 @@ def render(doc: dict, out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="*", default=[*ZOO_MODELS, *(f"bnn_pynq {m}" for m in BNN_PYNQ),
+                                                    *(f"bnn_pynq {m} trained" for m in BNN_PYNQ if m[:3] in ("tfc", "sfc")),
                                                     *(f"brevitas {m}" for m in BREVITAS_DEFAULT)])
     ap.add_argument("--keep-rows", action="store_true",
                     help="keep the rows of realworld.json for models this run does not measure (each row says its run)")
@@ -264,10 +269,10 @@ def main() -> None:
                 export_brevitas_default(name, path)
             input_type, digits = None, False
         else:
-            name = label.split()[-1]
-            path = args.work / "bnn_pynq" / f"{name}.onnx"
+            name, trained = label.split()[1], label.endswith(" trained")
+            path = args.work / "bnn_pynq" / f"{name}{'_trained' if trained else ''}.onnx"
             if not path.exists():
-                export_bnn_pynq(name, path)
+                export_bnn_pynq(name, path, epochs=TRAIN_EPOCHS if trained else 0)
             input_type, digits = None, "fc" in name
         row = run_model(label, path, input_type, digits, args.work, args.conv_samples if "cnv" in label else args.samples)
         row["seconds"] = round(time.perf_counter() - t0, 1)

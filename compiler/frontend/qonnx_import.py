@@ -285,8 +285,8 @@ class _Importer(Averages, Clips, RealOps):
     def on_Conv(self, node: onnx.NodeProto) -> None:
         w = self.const(node.input[1], node, "the weight")
         n = w.ndim - 2
-        if n not in (2, 3):
-            raise UnsupportedModelError(f"node '{node.name}' (Conv): {n}D convolution is not supported (2D and 3D are)")
+        if n not in (1, 2, 3):
+            raise UnsupportedModelError(f"node '{node.name}' (Conv): {n}D convolution is not supported (1D, 2D and 3D are)")
         strides, pads = self.window(node, tuple(w.shape[2:]))
         b = self.const(node.input[2], node, "the bias") if len(node.input) > 2 and node.input[2] else None
         self._linear(node, self.value(node.input[0], node), w, b, conv, strides=strides, pads=pads,
@@ -412,8 +412,8 @@ class _Importer(Averages, Clips, RealOps):
     def on_MaxPool(self, node: onnx.NodeProto) -> None:
         k = tuple(int(v) for v in _attr(node, "kernel_shape"))
         n = len(k)
-        if n not in (2, 3):
-            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): {n}D pooling is not supported (2D and 3D are)")
+        if n not in (1, 2, 3):
+            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): {n}D pooling is not supported (1D, 2D and 3D are)")
         if len(node.output) > 1 and node.output[1] and any(node.output[1] in u.input for u in self.model.graph.node):
             raise UnsupportedModelError(f"node '{node.name}' (MaxPool): the Indices output is not supported")
         s, pads = self.window(node, k)

@@ -122,18 +122,35 @@ class HlsLowering:
     def run(self) -> None:
         tin = self.graph.values[self.graph.input]
         layout = self.input_layout()
-        self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": hls_shape(tin.shape, layout)})
+        # a (C, W) input of a 1D window op (Conv1D, pooling) is stored channels-last, (W, C)
+        signal = len(tin.shape) == 2 and layout == Layout.CHANNELS and self.reaches_window(self.graph.input)
+        shape = [tin.shape[1], tin.shape[0]] if signal else hls_shape(tin.shape, layout)
+        self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": shape})
         self.precisions["x_in"] = {"Precision": {"result": held_type(tin.ftype).hls()}}
         self.held[self.graph.input] = held_type(tin.ftype).hls()
         self.layer_of[self.graph.input] = "x_in"
         if layout == Layout.SEQUENCE and len(tin.shape) == 4:
             self.perm[self.graph.input] = sequence_perm(tin.shape)
         else:
-            self.perm[self.graph.input] = channels_last_perm(tin.shape) if len(tin.shape) > 2 else np.arange(tin.size)
+            self.perm[self.graph.input] = channels_last_perm(tin.shape) if len(tin.shape) > 2 or signal else \
+                np.arange(tin.size)
         for node in self.graph.nodes:
             ins = [self.graph.values[v] for v in node.inputs]
             OPS[node.op].lower(node.attrs, self, node, ins, self.graph.values[node.output])
         hls_shape(self.graph.values[self.graph.output].shape)
+
+    def reaches_window(self, value: str) -> bool:
+        """Whether ``value`` feeds a window op (through elementwise ops)."""
+        while True:
+            users = self.graph.consumers(value)
+            if len(users) != 1:
+                return False
+            traits = OPS[users[0].op].traits
+            if Trait.WINDOW in traits:
+                return True
+            if Trait.ELEMENTWISE not in traits:
+                return False
+            value = users[0].output
 
     def input_layout(self) -> Layout:
         """SEQUENCE when the input feeds a sequence op (through elementwise ops), so that a

@@ -1,9 +1,9 @@
-"""Convolution (ONNX Conv, N C spatial..., any ``group``, dilation 1) in 2D or 3D.
+"""Convolution (ONNX Conv, N C spatial..., any ``group``, dilation 1) in 1D, 2D or 3D.
 
 ``acc = sum(w * x) + b`` on integer codes, each output channel summing the input channels of
 its group; accumulator typing follows :mod:`.dense`: the exact interval over every input the
-type allows, per output channel, from the actual weight codes.  2D lowers to hls4ml's
-``Conv2D`` (a depthwise 2D conv, ``group == c_in == c_out``, to hls4ml's ``DepthwiseConv2D``);
+type allows, per output channel, from the actual weight codes.  1D lowers to hls4ml's
+``Conv1D``, 2D to hls4ml's ``Conv2D`` (a depthwise 2D conv, ``group == c_in == c_out``, to hls4ml's ``DepthwiseConv2D``);
 3D (which hls4ml lacks) to Tessera's ``TesseraConv3D`` extension layer
 (``hls_templates/conv3d``).  Any other grouped conv is lowered as the ungrouped conv whose
 weights are block-diagonal (zero between groups): the same sums, exactly; its zero products
@@ -169,9 +169,9 @@ class Conv(LinearOp[Attrs]):
             ("depthwise_data" if native_depthwise else "weight_data"): np.ldexp(w.astype(np.float64), -attrs.wtype.frac),
             "bias_data": np.ldexp(bias.astype(np.float64), -btype.frac),
         }
-        dims = ("height", "width") if attrs.ndim == 2 else ("depth", "height", "width")
-        begin = ("top", "left") if attrs.ndim == 2 else ("front", "top", "left")
-        end = ("bottom", "right") if attrs.ndim == 2 else ("back", "bottom", "right")
+        dims = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}[attrs.ndim]
+        begin = {1: ("left",), 2: ("top", "left"), 3: ("front", "top", "left")}[attrs.ndim]
+        end = {1: ("right",), 2: ("bottom", "right"), 3: ("back", "bottom", "right")}[attrs.ndim]
         for i, d in enumerate(dims):
             layer[f"in_{d}"] = x.shape[1 + i]
             layer[f"out_{d}"] = out.shape[1 + i]
@@ -179,7 +179,8 @@ class Conv(LinearOp[Attrs]):
             layer[f"stride_{d}"] = attrs.strides[i]
             layer[f"pad_{begin[i]}"] = attrs.pads[i]
             layer[f"pad_{end[i]}"] = attrs.pads[attrs.ndim + i]
-        layer["class_name"] = "TesseraConv3D" if attrs.ndim == 3 else "DepthwiseConv2D" if native_depthwise else "Conv2D"
+        layer["class_name"] = {1: "Conv1D", 3: "TesseraConv3D"}.get(attrs.ndim,
+                                                                   "DepthwiseConv2D" if native_depthwise else "Conv2D")
         if native_depthwise:
             layer["depth_multiplier"] = 1
         precision = {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(), "result": out.ftype.hls()}

@@ -1,6 +1,6 @@
-"""MaxPool (ONNX MaxPool, 2D or 3D, no padding, floor mode): the maximum code of each window.
+"""MaxPool (ONNX MaxPool, 1D, 2D or 3D, no padding, floor mode): the maximum code of each window.
 
-2D lowers to hls4ml's ``MaxPooling2D``, 3D to ``TesseraMaxPool3D`` (``hls_templates/pool3d``).
+1D lowers to hls4ml's ``MaxPooling1D``, 2D to ``MaxPooling2D``, 3D to ``TesseraMaxPool3D`` (``hls_templates/pool3d``).
 A window op for the partitioner; the estimator costs one output pixel per iteration with
 ``C x K`` comparators.
 """
@@ -79,6 +79,12 @@ class MaxPool(OpDef[Attrs]):
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         n = len(attrs.kernel)
+        if n == 1:  # hls4ml's Pooling1D names its sizes n_in / n_out
+            layer = {"class_name": "MaxPooling1D", "data_format": "channels_last", "n_filt": x.shape[0],
+                     "n_in": x.shape[1], "n_out": out.shape[1], "pool_width": attrs.kernel[0],
+                     "stride_width": attrs.strides[0], "pad_left": 0, "pad_right": 0}
+            hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": out.ftype.hls()}, layout=Layout.CHANNELS)
+            return
         dims = ("height", "width") if n == 2 else DIMS
         layer = {"class_name": "MaxPooling2D" if n == 2 else "TesseraMaxPool3D", "data_format": "channels_last",
                  "n_filt": x.shape[0]}

@@ -177,7 +177,7 @@ class Rescale(OpDef[Attrs]):
                  "shift": impl.shift, "form_code": impl.form.value,  # nnet::TESSERA_RESCALE_* (same order)
                  "qmin": attrs.qmin, "qmax": attrs.qmax, "out_bits": out.ftype.width,
                  "mult_data": np.asarray(mult, dtype=np.float64), "add_data": np.asarray(add, dtype=np.float64),
-                 "thr_data": thr.astype(np.float64).ravel(), "out_shape": _hls_shape(out.shape)}
+                 "thr_data": thr.astype(np.float64).ravel(), "out_shape": _hls_shape(out.shape, hls.flat_perm(node.inputs[0]))}
         precision = {"mult": f"fixed<{width(mult)},{width(mult)}>", "add": f"fixed<{width(add)},{width(add)}>",
                      "thr": f"fixed<{width(thr)},{width(thr)}>", "accum": f"fixed<{prod},{prod}>",
                      "result": out.ftype.hls()}
@@ -204,8 +204,12 @@ class Rescale(OpDef[Attrs]):
                     weight_bits=chans * k * (x.ftype.width + 2), out_bits=out.size * bits(out))
 
 
-def _hls_shape(shape: tuple[int, ...]) -> list[int]:
-    return [*shape[1:], shape[0]] if len(shape) in (3, 4) else list(shape)
+def _hls_shape(shape: tuple[int, ...], perm: np.ndarray) -> list[int]:
+    """hls4ml's shape of a channels-last map; a (C, W) signal stored channels-last (its index
+    map not the identity) is (W, C); vectors and (T, F) sequences keep their order."""
+    if len(shape) in (3, 4) or (len(shape) == 2 and not np.array_equal(perm, np.arange(perm.size))):
+        return [*shape[1:], shape[0]]
+    return list(shape)
 
 
 OP = Rescale()

@@ -64,3 +64,21 @@ def test_resnet18_4w4a_is_exact(tmp_path):
     rep = independent_check(onnx.load(path), g, codes, ref)
     assert rep.error is None and rep.differing_outputs == 0, rep.line()
     assert rep.equal == rep.outputs == ref.size == 6 * 10
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+def test_tfc_trained_on_digits_csim_verifies(tmp_path):
+    """TFC 2W2A after three epochs on the real digits (BatchNorm statistics from training):
+    C-simulated on 200 random inputs and the 1,000 real test digits, every output equal to
+    the exact reference and to the exported file."""
+    from tessera.models.data.digits import load_digits
+
+    path = str(export_bnn_pynq("tfc_2w2a", tmp_path / "tfc.onnx", epochs=3))
+    data = tmp_path / "digits.npy"
+    np.save(data, load_digits()[2])
+    prj = api.compile_model(path, tmp_path / "prj", io_type="io_parallel", tb_samples=8).project
+    rep = api.verify_project(path, prj, samples=200, data=data)
+    assert rep.mismatches == 0 and rep.outputs == (200 + 1000) * 10
+    assert rep.independent["equal"] == rep.independent["outputs"] == rep.outputs
+    assert rep.passed
