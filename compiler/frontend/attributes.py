@@ -57,7 +57,7 @@ NO_EFFECT = _Marker("NO_EFFECT")
 ONES = Only(("ones",), "every dilation 1")
 
 _POOL = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
-         "ceil_mode": Only((0,), "floor mode"), "dilations": ONES}
+         "ceil_mode": Only((0, None), "floor mode"), "dilations": ONES}  # None: opsets before 10 (floor)
 _CONV = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
          "group": MODELLED, "dilations": ONES}
 
@@ -82,7 +82,8 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "Softmax": {"axis": MODELLED},
     "Concat": {"axis": MODELLED},
     "Relu": {},
-    "Clip": {"min": MODELLED, "max": MODELLED},  # opset 6-10 attributes; inputs from opset 11
+    "Clip": {"min": MODELLED, "max": MODELLED},
+    "Pad": {"mode": MODELLED, "pads": MODELLED, "value": MODELLED},  # a constant zero pad (frontend: on_Pad)  # opset 6-10 attributes; inputs from opset 11
     "LeakyRelu": {"alpha": MODELLED},
     "Sigmoid": {},
     "Tanh": {},

@@ -26,7 +26,7 @@ from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, power_of_two_exponent
 from ..ops import avgpool, conv, globalavgpool, quant
 from ..ops.rounding import Rounding
-from .real import Affine, Const, node_attr
+from .real import Affine, Const, Padded, node_attr
 
 _QUANTIZERS = ("Quant", "Trunc")
 
@@ -40,8 +40,15 @@ class Averages:
         why = "must be 2D/3D and followed by exactly one Quant to be exact"
         if n not in (2, 3):
             raise UnsupportedModelError(f"node '{node.name}' (AveragePool): {why}")
-        s, pads = self.window(node, k)
+        # a Pad before: its zeros are data, counted by the divisor (only where the pool pads nothing itself)
+        explicit = isinstance(self.env.get(node.input[0]), Padded)
         cip = bool(node_attr(node, "count_include_pad", 0))
+        if explicit and not cip and any(node_attr(node, "pads", ())) or (explicit and node_attr(node, "auto_pad", "NOTSET")
+                                                                         not in ("NOTSET", "VALID")):
+            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): pads of its own after a Pad with "
+                                        "count_include_pad=0 or auto_pad are not supported")
+        s, pads = self.window(node, k)
+        cip = cip or explicit
         if self._average_on_grid(node):
             self.defer_to_quant(node, avgpool.OP, lambda q: avgpool.Attrs(k, s, pads, cip, q), why)
             return

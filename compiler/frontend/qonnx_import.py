@@ -27,7 +27,7 @@ from ..ops.base import OpDef
 from .averages import Averages
 from .clips import Clips, compose_clip
 from .attributes import check_attributes, explicit_pads, nearest_sources, schema_default
-from .real import Affine, RealOps, input_datatype, normalize_domains, parse_input_type, weight_codes
+from .real import Affine, Padded, RealOps, input_datatype, normalize_domains, parse_input_type, weight_codes
 from .real import Const as _Const
 from .real import node_attr as _attr
 from .recurrent import RECURRENT_OPS, import_convlstm, import_gru, import_lstm
@@ -273,6 +273,11 @@ class _Importer(Averages, Clips, RealOps):
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute kernel_shape={list(given)} "
                                         f"does not match the weights' {list(kernel)}")
         strides = tuple(int(v) for v in _attr(node, "strides", [1] * n))
+        padded = self.env.get(node.input[0])
+        if isinstance(padded, Padded):  # a zero Pad before: its pads join the op's own
+            self.env[node.input[0]] = padded.value
+            own = self.window(node, kernel)[1]
+            return strides, tuple(a + b for a, b in zip(own, padded.pads))
         pads = _attr(node, "pads")
         auto_pad = str(_attr(node, "auto_pad", "NOTSET"))
         spatial = self._shape_of(node.input[0])[1:] if auto_pad.startswith("SAME") else (0,) * n
@@ -281,6 +286,32 @@ class _Importer(Averages, Clips, RealOps):
                                         "input's shape, which is unknown")
         return strides, explicit_pads(node, auto_pad, tuple(spatial), tuple(kernel), strides,
                                       None if pads is None else tuple(int(p) for p in pads))
+
+    def on_Pad(self, node: onnx.NodeProto) -> None:
+        """A constant zero Pad of the spatial axes read only by a Conv or an AveragePool: its
+        pads join theirs (a zero is real 0 on codes without a zero point)."""
+        if self.opset < 11:
+            mode, pads, value = _attr(node, "mode", "constant"), _attr(node, "pads"), _attr(node, "value", 0.0)
+        else:
+            mode, pads = _attr(node, "mode", "constant"), self.const(node.input[1], node, "pads")
+            value = self.const_or_none(node.input[2], node) if len(node.input) > 2 else None
+            if len(node.input) > 3 and node.input[3]:
+                raise UnsupportedModelError(f"node '{node.name}' (Pad): the axes input is not supported")
+        pads = [int(p) for p in np.asarray(pads).ravel()]
+        value = 0.0 if value is None else float(np.asarray(value).ravel()[0])
+        users = [u for u in self.model.graph.node if node.output[0] in u.input]
+        rank = len(pads) // 2
+        if mode != "constant" or value != 0 or min(pads, default=0) < 0 or rank < 3 or any(pads[i] for i in (0, 1, rank, rank + 1)):
+            raise UnsupportedModelError(f"node '{node.name}' (Pad): mode={mode} value={value} pads={pads}; only a constant "
+                                        "zero pad of the spatial axes is supported")
+        if len(users) != 1 or users[0].op_type not in ("Conv", "AveragePool"):
+            raise UnsupportedModelError(f"node '{node.name}' (Pad): only a Pad read by exactly one Conv or AveragePool is "
+                                        "supported (its pads join theirs)")
+        x = self.value(node.input[0], node)
+        if x in self.graph.scales and any(z != 0 for z in self.graph.scales[x].zero):
+            raise UnsupportedModelError(f"node '{node.name}' (Pad): padding codes with a zero point is not supported "
+                                        "(real 0 is not code 0)")
+        self.env[node.output[0]] = Padded(x, tuple(pads[2:rank] + pads[rank + 2:]), node.name)
 
     def on_Conv(self, node: onnx.NodeProto) -> None:
         w = self.const(node.input[1], node, "the weight")

@@ -39,6 +39,15 @@ class Const:
     value: np.ndarray
 
 
+@dataclass
+class Padded:
+    """Output of a zero ``Pad`` of the spatial axes, folded into the window op reading it."""
+
+    value: str
+    pads: tuple[int, ...]  # begins of each spatial dim, then ends (ONNX order)
+    node: str
+
+
 def node_attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
     for a in node.attribute:
         if a.name == name:
@@ -566,4 +575,4 @@ class RealOps(Quantizers):
         return f.value
 
 
-__all__ = ["Const", "Quantizers", "check_finite", "constant_codes", "node_attr", "weight_codes", "Affine", "LEGACY_DOMAINS", "QONNX_DOMAIN", "RealOps", "datatype_range", "input_datatype", "normalize_domains"]
+__all__ = ["Const", "Padded", "Quantizers", "check_finite", "constant_codes", "node_attr", "weight_codes", "Affine", "LEGACY_DOMAINS", "QONNX_DOMAIN", "RealOps", "datatype_range", "input_datatype", "normalize_domains"]
