@@ -90,7 +90,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "AveragePool": {**_POOL, "count_include_pad": MODELLED},
     "GlobalAveragePool": {},
     "GlobalMaxPool": {},
-    "MaxPool": {**_POOL, "storage_order": NO_EFFECT},  # it orders the Indices output, which is refused
+    "MaxPool": {**_POOL, "ceil_mode": MODELLED, "storage_order": NO_EFFECT},  # it orders the Indices output, which is refused
     "Flatten": {"axis": MODELLED},
     "Reshape": {"allowzero": MODELLED},
     "Resize": {"mode": Only((b"nearest", "nearest"), "nearest-neighbour"), "coordinate_transformation_mode": MODELLED,

@@ -63,11 +63,6 @@ def _inference_dropout(imp: "_Importer", node: onnx.NodeProto) -> None:
         raise UnsupportedModelError(f"node '{node.name}' (Dropout): the mask output is not supported")
 
 
-def _pad_attribute(node: onnx.NodeProto) -> str:
-    auto = _attr(node, "auto_pad", "NOTSET")
-    return f"auto_pad={auto}" if auto not in ("NOTSET", "") else f"pads={list(_attr(node, 'pads'))}"
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:200] if text else ""
@@ -448,9 +443,14 @@ class _Importer(Averages, Clips, RealOps):
         if len(node.output) > 1 and node.output[1] and any(node.output[1] in u.input for u in self.model.graph.node):
             raise UnsupportedModelError(f"node '{node.name}' (MaxPool): the Indices output is not supported")
         s, pads = self.window(node, k)
-        if any(pads):
-            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): attribute {_pad_attribute(node)} pads the input by "
-                                        f"{list(pads)}; padded max pooling is not supported")
+        x = self.value(node.input[0], node)
+        if int(_attr(node, "ceil_mode", 0)):
+            # ONNX's ceil(...) + 1 outputs: the last windows reach past the end, into padding
+            # that takes no part (a window entirely in it is refused by the op)
+            size = self.type_of(x).shape[1:]
+            extra = [(-(-(size[i] + pads[i] + pads[n + i] - k[i]) // s[i])) * s[i] + k[i] - size[i] - pads[i] - pads[n + i]
+                     for i in range(n)]
+            pads = tuple(pads[:n]) + tuple(p + e for p, e in zip(pads[n:], extra))
         spatial = self._shape_of(node.input[0])[1:]
         if str(_attr(node, "auto_pad", "NOTSET")) == "SAME_LOWER" and any(d % st for d, st in zip(spatial, s)):
             # ONNX defines ceil(in / s) outputs; onnx 1.23's reference evaluator, our independent
@@ -458,7 +458,7 @@ class _Importer(Averages, Clips, RealOps):
             raise UnsupportedModelError(f"node '{node.name}' (MaxPool): attribute auto_pad=SAME_LOWER on spatial size "
                                         f"{list(spatial)} with strides={list(s)}: ONNX executors disagree on its output "
                                         "size, so it cannot be verified independently")
-        self.add(node, maxpool.OP, [self.value(node.input[0], node)], maxpool.Attrs(k, s))
+        self.add(node, maxpool.OP, [x], maxpool.Attrs(k, s, tuple(pads) if any(pads) else ()))
 
     def on_GlobalMaxPool(self, node: onnx.NodeProto) -> None:
         """The maximum over the spatial axes: a max pool whose window is the whole input."""

@@ -1,5 +1,7 @@
-// Tessera 3D max pooling (hls4ml has none): channels-last, no padding, floor mode.
-// A maximum of codes of one type is exact; res_T equals the input type.
+// Tessera max pooling (hls4ml has no 3D pooling, nor padded pooling in io_stream): channels-last,
+// 1D / 2D as depth (and height) 1.  Padded positions take no part (ONNX pads MaxPool with -inf):
+// the window's maximum runs over its real positions only; the compiler checks that every window
+// holds one.  A maximum of codes of one type is exact; res_T equals the input type.
 #ifndef NNET_TESSERA_POOL3D_H_
 #define NNET_TESSERA_POOL3D_H_
 
@@ -14,8 +16,16 @@ struct tessera_maxpool3d_config {
     static const unsigned out_depth = 1, out_height = 1, out_width = 1;
     static const unsigned pool_depth = 1, pool_height = 1, pool_width = 1;
     static const unsigned stride_depth = 1, stride_height = 1, stride_width = 1;
+    static const unsigned pad_depth = 0, pad_height = 0, pad_width = 0; // begin pads
     static const unsigned reuse_factor = 1;
 };
+
+// Whether padded position (pd, ph, pw) of the window is a real input position.
+template <typename CONFIG_T> bool tessera_maxpool3d_inside(int pd, int ph, int pw) {
+    const int d = pd - (int)CONFIG_T::pad_depth, h = ph - (int)CONFIG_T::pad_height, w = pw - (int)CONFIG_T::pad_width;
+    return d >= 0 && d < (int)CONFIG_T::in_depth && h >= 0 && h < (int)CONFIG_T::in_height && w >= 0 &&
+           w < (int)CONFIG_T::in_width;
+}
 
 template <class in_T, class out_T, typename CONFIG_T> void tessera_maxpool3d_compute(const in_T *data, out_T *res) {
     const int H = CONFIG_T::in_height, W = CONFIG_T::in_width, C = CONFIG_T::n_filt;
@@ -28,17 +38,22 @@ OutDepth:
                 #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
             Channels:
                 for (int c = 0; c < C; c++) {
-                    in_T best = data[(((od * CONFIG_T::stride_depth) * H + oh * CONFIG_T::stride_height) * W +
-                                      ow * CONFIG_T::stride_width) * C + c];
+                    in_T best = 0;
+                    bool any = false;
                     for (int kd = 0; kd < (int)CONFIG_T::pool_depth; kd++)
                         for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
                             for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++) {
-                                const int id = od * CONFIG_T::stride_depth + kd;
-                                const int ih = oh * CONFIG_T::stride_height + kh;
-                                const int iw = ow * CONFIG_T::stride_width + kw;
+                                const int pd = od * CONFIG_T::stride_depth + kd;
+                                const int ph = oh * CONFIG_T::stride_height + kh;
+                                const int pw = ow * CONFIG_T::stride_width + kw;
+                                if (!tessera_maxpool3d_inside<CONFIG_T>(pd, ph, pw))
+                                    continue;
+                                const int id = pd - CONFIG_T::pad_depth, ih = ph - CONFIG_T::pad_height;
+                                const int iw = pw - CONFIG_T::pad_width;
                                 const in_T v = data[((id * H + ih) * W + iw) * C + c];
-                                if (v > best)
+                                if (!any || v > best)
                                     best = v;
+                                any = true;
                             }
                     res[((od * CONFIG_T::out_height + oh) * CONFIG_T::out_width + ow) * C + c] = (out_T)best;
                 }
@@ -53,17 +68,22 @@ void tessera_maxpool3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height *
     tessera_maxpool3d_compute<data_T, res_T, CONFIG_T>(data, res);
 }
 
-// io_stream: the 3D line buffer of nnet_tessera_stream.h (plane buffer of pool_depth planes).
+// io_stream: the 3D line buffer of nnet_tessera_stream.h (plane buffer of pool_depth planes,
+// padded positions held as 0 and skipped here).
 template <class res_T, typename CONFIG_T> struct tessera_maxpool3d_window {
     template <class P> void operator()(const P &planes, int d0, int h0, int w0, res_T &out) const {
         for (int c = 0; c < (int)CONFIG_T::n_filt; c++) {
-            typename res_T::value_type best = planes[d0 % CONFIG_T::pool_depth][h0][w0][c];
+            typename res_T::value_type best = 0;
+            bool any = false;
             for (int kd = 0; kd < (int)CONFIG_T::pool_depth; kd++)
                 for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
                     for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++) {
+                        if (!tessera_maxpool3d_inside<CONFIG_T>(d0 + kd, h0 + kh, w0 + kw))
+                            continue;
                         typename res_T::value_type v = planes[(d0 + kd) % CONFIG_T::pool_depth][h0 + kh][w0 + kw][c];
-                        if (v > best)
+                        if (!any || v > best)
                             best = v;
+                        any = true;
                     }
             out[c] = best;
         }
@@ -74,9 +94,9 @@ template <class data_T, class res_T, typename CONFIG_T>
 void tessera_maxpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res) {
     tessera_maxpool3d_window<res_T, CONFIG_T> window;
     tessera_plane_walk<CONFIG_T::pool_depth, CONFIG_T::pool_height, CONFIG_T::pool_width, CONFIG_T::stride_depth,
-                       CONFIG_T::stride_height, CONFIG_T::stride_width, 0, 0, 0, CONFIG_T::in_depth, CONFIG_T::in_height,
-                       CONFIG_T::in_width, CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width>(data, res,
-                                                                                                            window);
+                       CONFIG_T::stride_height, CONFIG_T::stride_width, CONFIG_T::pad_depth, CONFIG_T::pad_height,
+                       CONFIG_T::pad_width, CONFIG_T::in_depth, CONFIG_T::in_height, CONFIG_T::in_width,
+                       CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width>(data, res, window);
 }
 
 } // namespace nnet

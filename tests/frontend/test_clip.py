@@ -12,6 +12,7 @@ import pytest
 from onnx import helper
 
 from tessera.compiler import api
+from tessera.compiler.errors import UnsupportedModelError
 
 from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified
 
@@ -83,7 +84,7 @@ def test_a_clip_no_quant_reads_is_refused_in_one_line(tmp_path):
              helper.make_node("MatMul", ["xq", "Wq"], ["m"], name="mm"),
              helper.make_node("Clip", ["m", "lo", "hi"], ["y"], name="clip")]
     path = _save(tmp_path / "m.onnx", nodes, inits, (4,), (4,))
-    with pytest.raises(Exception, match=r"node 'clip': a ReLU/Clip at the graph output without a Quant") as exc:
+    with pytest.raises(UnsupportedModelError, match=r"node 'clip': a ReLU/Clip at the graph output without a Quant") as exc:
         api.load_model(path)
     assert "\n" not in str(exc.value)
 
