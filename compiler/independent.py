@@ -78,7 +78,8 @@ def qonnx_ops() -> list[type]:
 
     runs = {"Quant": run_quant, "BipolarQuant": run_bipolar, "Trunc": run_trunc, "MultiThreshold": run_multithreshold}
     return [type(op, (OpRun,), {"op_domain": domain, "_run": fn, "__module__": __name__})
-            for domain in QONNX_DOMAINS for op, fn in runs.items()] + [_inference_batchnorm(OpRun), _global_max_pool(OpRun)]
+            for domain in QONNX_DOMAINS for op, fn in runs.items()] + [_inference_batchnorm(OpRun), _global_max_pool(OpRun),
+                                                                  _max_pool(OpRun)]
 
 
 def _inference_batchnorm(base: type) -> type:
@@ -106,6 +107,47 @@ def _global_max_pool(base: type) -> type:
         return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
 
     return type("GlobalMaxPool", (base,), {"op_domain": "", "_run": run, "__module__": __name__})
+
+
+def _max_pool(base: type) -> type:
+    """ONNX MaxPool as the spec writes it: pads ``[x1_begin, x2_begin, ..., x1_end, ...]`` of
+    -inf, ``auto_pad``, ``ceil_mode`` (a last window starting in the end padding dropped),
+    dilations.  onnx's reference evaluator (1.x) pairs the pads per axis wrongly when every
+    stride is 1 (pads [2, 1, 2, 1] on a 7x3 input gave 8x4, not 9x3)."""
+
+    def run(self, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, pads=None, storage_order=0,
+            strides=None):
+        n = len(kernel_shape)
+        size = x.shape[2:]
+        strides, dilations = list(strides or [1] * n), list(dilations or [1] * n)
+        ext = [(k - 1) * d + 1 for k, d in zip(kernel_shape, dilations)]
+        auto = _text(auto_pad or "NOTSET")
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            out = [-(-size[i] // strides[i]) for i in range(n)]
+            total = [max(0, (out[i] - 1) * strides[i] + ext[i] - size[i]) for i in range(n)]
+            begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
+            pads = begin + [t - b for t, b in zip(total, begin)]
+        else:
+            pads = [0] * (2 * n) if auto == "VALID" or pads is None else list(pads)
+            out = []
+            for i in range(n):
+                span = size[i] + pads[i] + pads[n + i] - ext[i]
+                o = (-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1
+                if ceil_mode and (o - 1) * strides[i] >= size[i] + pads[i]:
+                    o -= 1
+                out.append(o)
+        padded = np.full(x.shape[:2] + tuple(size[i] + pads[i] + pads[n + i] + ext[i] + strides[i]
+                                                  for i in range(n)), -np.inf)
+        padded[(slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + size[i]) for i in range(n))] = x
+        y = np.full(x.shape[:2] + tuple(out), -np.inf)
+        for offset in np.ndindex(*kernel_shape):
+            view = tuple(slice(offset[i] * dilations[i], offset[i] * dilations[i] + (out[i] - 1) * strides[i] + 1, strides[i])
+                         for i in range(n))
+            y = np.maximum(y, padded[(slice(None), slice(None)) + view])
+        y = y.astype(x.dtype)
+        return (y,) if len(self.output) < 2 else (y, np.zeros(y.shape, dtype=np.int64))
+
+    return type("MaxPool", (base,), {"op_domain": "", "_run": run, "__module__": __name__})
 
 
 def float64_model(model: onnx.ModelProto) -> onnx.ModelProto:

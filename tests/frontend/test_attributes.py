@@ -86,13 +86,15 @@ def test_resize_nearest_mode_ceil_is_refused(tmp_path):
         api.load_model(m)
 
 
-def test_maxpool_same_padding_is_refused(tmp_path):
-    """The issue's second model: auto_pad=SAME_UPPER pads a 5x5 input; it compiled to 2x2."""
+def test_maxpool_same_padding_is_modelled(tmp_path):
+    """The issue's second model: auto_pad=SAME_UPPER pads a 5x5 input by [0, 0, 1, 1]; it once
+    compiled to 2x2.  Now the padded pool: 3x3, equal to the file (padding is -inf)."""
     m = _model(tmp_path / "p.onnx", [helper.make_node("MaxPool", ["xq"], ["m"], name="pool", kernel_shape=[2, 2],
                                                       strides=[2, 2], auto_pad="SAME_UPPER")], [1, 2, 5, 5], [1, 2, 3, 3])
-    with pytest.raises(UnsupportedModelError, match=r"node 'pool' \(MaxPool\): attribute auto_pad=SAME_UPPER pads the "
-                                                    r"input by \[0, 0, 1, 1\]"):
-        api.load_model(m)
+    g = api.load_model(m)
+    assert g.values[g.output].shape == (2, 3, 3) and next(n for n in g.nodes if n.op == "maxpool").attrs.pads == (0, 0, 1, 1)
+    rep = _independent(m)
+    assert rep.passed and rep.equal == rep.outputs, rep.to_dict()
 
 
 def test_maxpool_same_lower_the_executors_disagree_on_is_refused(tmp_path):
