@@ -451,13 +451,6 @@ class _Importer(Averages, Clips, RealOps):
             extra = [(-(-(size[i] + pads[i] + pads[n + i] - k[i]) // s[i])) * s[i] + k[i] - size[i] - pads[i] - pads[n + i]
                      for i in range(n)]
             pads = tuple(pads[:n]) + tuple(p + e for p, e in zip(pads[n:], extra))
-        spatial = self._shape_of(node.input[0])[1:]
-        if str(_attr(node, "auto_pad", "NOTSET")) == "SAME_LOWER" and any(d % st for d, st in zip(spatial, s)):
-            # ONNX defines ceil(in / s) outputs; onnx 1.23's reference evaluator, our independent
-            # executor, computes floor(in / s) for MaxPool: a model it cannot check is refused.
-            raise UnsupportedModelError(f"node '{node.name}' (MaxPool): attribute auto_pad=SAME_LOWER on spatial size "
-                                        f"{list(spatial)} with strides={list(s)}: ONNX executors disagree on its output "
-                                        "size, so it cannot be verified independently")
         self.add(node, maxpool.OP, [x], maxpool.Attrs(k, s, tuple(pads) if any(pads) else ()))
 
     def on_GlobalMaxPool(self, node: onnx.NodeProto) -> None:

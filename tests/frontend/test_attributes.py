@@ -97,18 +97,16 @@ def test_maxpool_same_padding_is_modelled(tmp_path):
     assert rep.passed and rep.equal == rep.outputs, rep.to_dict()
 
 
-def test_maxpool_same_lower_the_executors_disagree_on_is_refused(tmp_path):
-    """ONNX and onnxruntime give MaxPool(auto_pad=SAME_LOWER) ceil(7 / 2) = 4 rows; the ONNX
-    reference evaluator (the independent executor) gives 3: refused, as it cannot be checked.
-    Where the stride divides the input the two agree, and it compiles."""
-    mid = lambda k: [helper.make_node("MaxPool", ["xq"], ["m"], name="pool", kernel_shape=k, strides=[2, 2],  # noqa: E731
-                                      auto_pad="SAME_LOWER")]
-    m = _model(tmp_path / "p.onnx", mid([1, 2]), [1, 3, 7, 4], [1, 3, 4, 2])
-    with pytest.raises(UnsupportedModelError, match=r"node 'pool' \(MaxPool\): attribute auto_pad=SAME_LOWER on spatial "
-                                                    r"size \[7, 4\] with strides=\[2, 2\]"):
-        api.load_model(m)
-    g = api.load_model(_model(tmp_path / "q.onnx", mid([2, 2]), [1, 3, 8, 4], [1, 3, 4, 2]))
+def test_maxpool_same_lower_on_an_odd_size_is_exact(tmp_path):
+    """ONNX and onnxruntime give MaxPool(auto_pad=SAME_LOWER) ceil(7 / 2) = 4 rows; onnx's own
+    reference evaluator gave 3 (once a refusal here).  The independent executor follows the
+    spec: the padded pool compiles and equals the file."""
+    m = _model(tmp_path / "p.onnx", [helper.make_node("MaxPool", ["xq"], ["m"], name="pool", kernel_shape=[1, 2],
+                                                      strides=[2, 2], auto_pad="SAME_LOWER")], [1, 3, 7, 4], [1, 3, 4, 2])
+    g = api.load_model(m)
     assert g.values[g.output].shape == (3, 4, 2)
+    rep = _independent(m)
+    assert rep.passed and rep.equal == rep.outputs, rep.to_dict()
 
 
 def test_unknown_attribute_of_a_custom_op_is_refused(tmp_path):
