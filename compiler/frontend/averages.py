@@ -43,10 +43,10 @@ class Averages:
         # a Pad before: its zeros are data, counted by the divisor (only where the pool pads nothing itself)
         explicit = isinstance(self.env.get(node.input[0]), Padded)
         cip = bool(node_attr(node, "count_include_pad", 0))
-        if explicit and not cip and any(node_attr(node, "pads", ())) or (explicit and node_attr(node, "auto_pad", "NOTSET")
-                                                                         not in ("NOTSET", "VALID")):
-            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): pads of its own after a Pad with "
-                                        "count_include_pad=0 or auto_pad are not supported")
+        own_pads = any(node_attr(node, "pads", ())) or node_attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID")
+        if explicit and own_pads and not cip:
+            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): pads of its own with count_include_pad=0 after "
+                                        "a Pad are not supported (the divisor would count some padding and not other)")
         s, pads = self.window(node, k)
         cip = cip or explicit
         if self._average_on_grid(node):
@@ -136,6 +136,9 @@ class Averages:
             raise UnsupportedModelError(f"node '{node.name}' (Trunc): output scale {float(out_scale[0]):.9g} over scale "
                                         f"{float(scale[0]):.9g} is {float(t):.9g}, not a power of two >= 1")
         f = self.as_affine(node.input[0], node)
+        if f.clipped:  # a clip bound off the grid would make the inner round count: two roundings
+            raise UnsupportedModelError(f"node '{node.name}' (Trunc): after a ReLU/Clip without a Quant (from "
+                                        f"'{f.source}') is not supported")
         if any((a / s).denominator != 1 or (b / s).denominator != 1 for a, b in f.each()):
             raise UnsupportedModelError(f"node '{node.name}' (Trunc): its input is not an integer multiple of its scale "
                                         f"{float(scale[0]):.9g} (from '{f.source}'); only a Trunc of codes on its scale's "

@@ -202,7 +202,7 @@ class Conv(LinearOp[Attrs]):
         return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),
                            mults=prod(k) * c * f, taps=prod(k) * c,
                            steps=prod(extent) if stream else prod(out.shape[1:]), kind=self.weight_kind(attrs),
-                           w_bits=attrs.wtype.width, reuse_dims=(prod(k) * c, f) if attrs.ndim == 2 else None,
+                           w_bits=attrs.wtype.width, reuse_dims=(prod(k) * c, f) if attrs.ndim < 3 else None,
                            line_buffer_bits=buf if stream else 0, fill_steps=fill if stream else 0)
 
     def input_span(self, attrs: Attrs, span):

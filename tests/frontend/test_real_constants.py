@@ -94,6 +94,15 @@ def bipolar_tfc(path, seed=0, legacy=False):
     return _save(path, nodes, inits, (16,), (3,), opset=9, domain=None if legacy else DOMAIN)
 
 
+def refused_in_one_line(path, match: str | None = None) -> str:
+    """Loading ``path`` is refused with one line (matching ``match``); returns the line."""
+    with pytest.raises(UnsupportedModelError, match=match) as exc:
+        api.load_model(path)
+    text = str(exc.value)
+    assert text and "\n" not in text, text
+    return text
+
+
 def _exact_and_independent(path, n=2000, input_type=None):
     g = api.load_model(path, input_type)
     codes = sample_codes(g.values[g.input], n, seed=5)
@@ -180,10 +189,7 @@ def test_refusals_name_node_and_reason(tmp_path, case, match):
     else:
         body = [_quant("x", "s", "zero", "b8", "xq"), helper.make_node("MatMul", ["xq", "Wq"], ["mm"], name="MatMul_0"),
                 helper.make_node("Flatten", ["mm"], ["y"], name="Flatten_0")]
-    path = _save(tmp_path / "m.onnx", head + body, inits, (6,), (4,), opset=11)
-    with pytest.raises(UnsupportedModelError, match=match) as exc:
-        api.load_model(path)
-    assert "\n" not in str(exc.value)
+    refused_in_one_line(_save(tmp_path / "m.onnx", head + body, inits, (6,), (4,), opset=11), match)
 
 
 @pytest.mark.csim
