@@ -27,14 +27,36 @@ LSTM_QUANTIZERS = ("output", "cell_state", "input_acc", "forget_acc", "cell_acc"
 GRU_QUANTIZERS = ("reset_acc", "update_acc", "new_acc", "reset_sigmoid", "update_sigmoid", "new_tanh", "output")
 
 
-def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding) -> quant.Attrs:
-    scale, bits = np.asarray(scale, dtype=np.float64), np.asarray(bits, dtype=np.float64)
+#: The quantizers of a cell that end a table (a sigmoid or tanh): any float scale is exact
+#: there (cellprog.Act); every other one is a requantization by a shift or a table index.
+FLOAT_SCALE_OK = {"input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh",
+                  "reset_sigmoid", "update_sigmoid", "new_tanh"}
+
+
+def _scale(node, what: str, scale) -> tuple[int, int]:
+    """``(frac, mult)`` with ``scale == mult * 2**-frac`` (``mult`` 1 for a power of two)."""
+    scale = np.asarray(scale, dtype=np.float64)
+    where = f"node '{node.name}' ({node.op_type}): {what} quantizer scale {scale.ravel()[:2]}"
+    if scale.size != 1 or not np.isfinite(scale).all() or float(scale.ravel()[0]) <= 0:
+        raise UnsupportedModelError(f"{where} is not one positive number")
+    exp = power_of_two_exponent(scale)
+    if exp is not None:
+        return -int(exp.ravel()[0]), 1
+    if what not in FLOAT_SCALE_OK:
+        raise UnsupportedModelError(f"{where} is not a power of two; inside a cell only a sigmoid or tanh output "
+                                    "may have a float scale")
+    codes, frac = dyadic_codes(scale.reshape(1), max_frac=160)
+    if int(codes[0]) >= 1 << 30:
+        raise UnsupportedModelError(f"{where} has more than 30 significant bits (a float64 scale); float32 scales are supported")
+    return frac, int(codes[0])
+
+
+def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding) -> tuple[quant.Attrs, int]:
+    """The quantizer and the odd multiplier of its scale (:func:`_scale`)."""
+    bits = np.asarray(bits, dtype=np.float64)
     if zp is not None and np.any(np.asarray(zp) != 0):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} quantizer has a non-zero zero point")
-    exp = power_of_two_exponent(scale)
-    if scale.size != 1 or exp is None:
-        raise UnsupportedModelError(
-            f"node '{node.name}' ({node.op_type}): {what} quantizer scale {scale.ravel()[:2]} is not one power of two")
+    frac, mult = _scale(node, what, scale)
     b = float(bits.ravel()[0])
     if bits.size != 1 or b != int(b) or not 2 <= b <= 32:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} bit width {b} is not an integer in 2..32")
@@ -43,7 +65,17 @@ def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding) -> quant.
     except ValueError:
         raise UnsupportedModelError(
             f"node '{node.name}' ({node.op_type}): {what} rounding mode {str(rounding).upper()} is unknown") from None
-    return quant.Attrs(FixedType(int(b), -int(exp.ravel()[0]), bool(signed)), bool(narrow), mode)
+    return quant.Attrs(FixedType(int(b), frac, bool(signed)), bool(narrow), mode), mult
+
+
+def _attr_quants(imp, node, names) -> tuple[dict, dict]:
+    """Quantizers given as ``<q>_scale`` / ``<q>_bit_width`` / ... attributes, and their multipliers."""
+    qs, mults = {}, {}
+    for q in names:
+        qs[q], mults[q] = _quant(node, q, imp.attr(node, f"{q}_scale"), None, imp.attr(node, f"{q}_bit_width"),
+                                 imp.attr(node, f"{q}_signed", 1), imp.attr(node, f"{q}_narrow", 0),
+                                 imp.attr(node, f"{q}_rounding_mode", "ROUND"))
+    return qs, mults
 
 
 def _weights(node, w: np.ndarray, what: str) -> cp.Weights:
@@ -83,14 +115,14 @@ def import_lstm(imp, node) -> None:
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): expected 48 inputs, got {len(node.input)}")
     x = imp.value(node.input[0], node)
     c = [None] + [imp.const_or_none(n, node) for n in node.input[1:]]
-    qs = {}
+    qs, mults = {}, {}
     for k, name in enumerate(LSTM_QUANTIZERS):
         s, z, b = c[15 + 3 * k: 18 + 3 * k]
         if s is None or b is None:
             raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): quantizer {name} must be constant")
         narrow = imp.attr(node, f"{name}_narrow", imp.attr(node, f"{name}_narrow_range", 0))
-        qs[name] = _quant(node, name, s, z, b, imp.attr(node, f"{name}_signed", 1), narrow,
-                          imp.attr(node, f"{name}_rounding_mode", "ROUND"))
+        qs[name], mults[name] = _quant(node, name, s, z, b, imp.attr(node, f"{name}_signed", 1), narrow,
+                                       imp.attr(node, f"{name}_rounding_mode", "ROUND"))
     w_in, w_h, biases = c[3:7], c[7:11], c[11:15]
     if any(w is None for w in w_in + w_h):
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): weights must be constant")
@@ -101,9 +133,10 @@ def import_lstm(imp, node) -> None:
         b, bf = _bias(node, biases[k], f"bias of gate {g}")
         gates.append(lstm.Gate(_weights(node, w_in[k], f"input weights of gate {g}"),
                                _weights(node, w_h[k], f"hidden weights of gate {g}"), b, bf, qs[acc_q[k]],
-                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[k]])))
+                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[k]], mults[act_q[k]])))
     hidden = gates[0].wh.codes.shape[0]
-    attrs = lstm.Attrs(tuple(gates), qs["cell_state"], cp.Act("tanh", qs["hidden_state_tanh"]), qs["output"],
+    attrs = lstm.Attrs(tuple(gates), qs["cell_state"], cp.Act("tanh", qs["hidden_state_tanh"], mults["hidden_state_tanh"]),
+                       qs["output"],
                        _state_codes(node, c[1], qs["output"], hidden, "H0"),
                        _state_codes(node, c[2], qs["cell_state"], hidden, "C0"),
                        cifg=bool(imp.attr(node, "cifg", 0)), reverse=bool(imp.attr(node, "reverse_input", 0)))
@@ -118,9 +151,7 @@ def import_gru(imp, node) -> None:
     h0, w_ih, w_hh, b_ih, b_hh = c[1:6]
     if w_ih is None or w_hh is None:
         raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): weights must be constant")
-    qs = {q: _quant(node, q, imp.attr(node, f"{q}_scale"), None, imp.attr(node, f"{q}_bit_width"),
-                    imp.attr(node, f"{q}_signed", 1), imp.attr(node, f"{q}_narrow", 0),
-                    imp.attr(node, f"{q}_rounding_mode", "ROUND")) for q in GRU_QUANTIZERS}
+    qs, mults = _attr_quants(imp, node, GRU_QUANTIZERS)
     hidden = int(imp.attr(node, "hidden_size", w_hh.shape[1]))
     if str(imp.attr(node, "gate_order", "rzn")) != "rzn" or w_ih.shape[0] != 3 * hidden or w_hh.shape != (3 * hidden, hidden):
         raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): expects gate order rzn and (3H, .) weights")
@@ -132,7 +163,7 @@ def import_gru(imp, node) -> None:
         bh, bhf = _bias(node, None if b_hh is None else np.asarray(b_hh).reshape(-1)[rows], f"hidden bias of gate {g}")
         gates.append(gru.Gate(_weights(node, w_ih[rows], f"input weights of gate {g}"),
                               _weights(node, w_hh[rows], f"hidden weights of gate {g}"), bx, bxf, bh, bhf, qs[acc],
-                              cp.Act("tanh" if g == "n" else "sigmoid", qs[act])))
+                              cp.Act("tanh" if g == "n" else "sigmoid", qs[act], mults[act])))
     attrs = gru.Attrs(tuple(gates), qs["output"], _state_codes(node, h0, qs["output"], hidden, "H0"),
                       reverse=bool(imp.attr(node, "reverse_input", 0)))
     imp.add(node, gru.OP, [x], attrs)
@@ -153,9 +184,7 @@ def _convlstm_cell(imp, node, has_input: bool):
     c = [None] + [imp.const_or_none(n, node) if i not in (1, 2) or has_input else None
                   for i, n in enumerate(node.input[1:], start=1)] + [None] * (6 - len(node.input))
     w_x, w_h, b = c[3:6]
-    qs = {q: _quant(node, q, imp.attr(node, f"{q}_scale"), None, imp.attr(node, f"{q}_bit_width"),
-                    imp.attr(node, f"{q}_signed", 1), imp.attr(node, f"{q}_narrow", 0),
-                    imp.attr(node, f"{q}_rounding_mode", "ROUND")) for q in CONVLSTM_QUANTIZERS}
+    qs, mults = _attr_quants(imp, node, CONVLSTM_QUANTIZERS)
     hc = int(imp.attr(node, "hidden_channels"))
     k = int(imp.attr(node, "kernel_size"))
     if str(imp.attr(node, "gate_order", "ifco")) != "ifco" or w_h is None or w_h.shape != (4 * hc, hc, k, k):
@@ -173,8 +202,9 @@ def _convlstm_cell(imp, node, has_input: bool):
         bias, bf = _bias(node, None if b is None else np.asarray(b).reshape(-1)[rows], f"bias of gate {g}")
         gates.append(lstm.Gate(_weights(node, w_x[rows], f"input kernels of gate {g}") if has_input else None,
                                _weights(node, w_h[rows], f"state kernels of gate {g}"), bias, bf, qs[acc_q[i]],
-                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[i]])))
-    return convlstm.Cell(tuple(gates), qs["cell_state"], cp.Act("tanh", qs["hidden_state_tanh"]), qs["output"]), c
+                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[i]], mults[act_q[i]])))
+    cell_act = cp.Act("tanh", qs["hidden_state_tanh"], mults["hidden_state_tanh"])
+    return convlstm.Cell(tuple(gates), qs["cell_state"], cell_act, qs["output"]), c
 
 
 def import_convlstm(imp, node) -> None:

@@ -124,7 +124,7 @@ def recurrent_work(op: cp.CellOp, attrs, ins, out, *, states: int, mults: int, t
     hidden = cells[0].hidden
     w_bits = cp.stored_width(mats)
     state = sum(states * hidden * frames * c.out.out.width for c in cells)
-    tables = sum((g.acc.qmax - g.acc.qmin + 1) * g.act.out.out.width for c in cells for g in c.gates)
+    tables = sum((g.acc.qmax - g.acc.qmin + 1) * g.act.payload_bits() for c in cells for g in c.gates)
     return linear_work(ins, out, macs=op.macs(attrs, ins, out), weight_bits=op.weight_bits(attrs), mults=mults,
                        taps=taps, steps=steps, kind=cp.codebook_kind(mats), w_bits=w_bits, state_bits=state + tables,
                        acc_bits=bits(x) + w_bits + max(1, math.ceil(math.log2(taps))), lanes=len(cells[0].gates),

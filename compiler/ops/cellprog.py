@@ -31,7 +31,7 @@ from ..ir.types import FixedType, TensorType
 from .base import OpDef, Trait, interval_dot, limb_kernel
 from .lut import function_table
 from .quant import Attrs as QuantAttrs
-from .quant import requantize
+from .quant import quantize_float, requantize
 
 #: Widest intermediate of a cell: every back end computes in int64.
 MAX_CELL_WIDTH = 62
@@ -93,14 +93,30 @@ class Weights:
 
 @dataclass(frozen=True)
 class Act:
-    """A nonlinearity on a quantized domain followed by its output quantizer: one table."""
+    """A nonlinearity on a quantized domain followed by its output quantizer: one table.
+
+    The output quantizer's scale is ``mult * 2**-out.out.frac``: a power of two
+    (``mult == 1``) or any float scale (every float is such a dyadic rational, ``mult``
+    odd; brevitas' default sigmoid quantizer has ``float32(1/255)``).  The table holds
+    payloads on the ``2**-out.out.frac`` grid, ``code * mult``, so every product and
+    requantization after it stays an exact integer operation with a shift."""
 
     function: str  # sigmoid | tanh
     out: QuantAttrs
+    mult: int = 1
 
     def table(self, q: QuantAttrs) -> np.ndarray:
-        """``out(f(k * 2**-frac))`` for every code ``k`` of the input quantizer ``q``."""
-        return function_table(self.function, self.out, q.qmin, q.qmax, q.out.frac)
+        """The payload of ``out(f(k * 2**-frac))`` for every code ``k`` of the input quantizer ``q``."""
+        return function_table(self.function, self.out, q.qmin, q.qmax, q.out.frac, self.mult) * self.mult
+
+    @property
+    def one(self) -> int:
+        """The payload of ``out(1)`` (CIFG's forget gate is ``out(1) - i``)."""
+        return int(quantize_float(self.out, np.array(1.0 / self.mult))) * self.mult
+
+    def payload_bits(self) -> int:
+        """Bits of one stored table entry (a code times ``mult``)."""
+        return FixedType.for_range(self.out.qmin * self.mult, self.out.qmax * self.mult, 0).width
 
 
 # ---------------------------------------------------------------------------------------

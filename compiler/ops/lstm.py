@@ -83,8 +83,7 @@ def gated_state(A, accs: dict, gates: dict, c: cp.Fx, cell: QuantAttrs, cell_act
         q = cp.named(A, f"{g}_q", cp.requant(A, accs[g], gates[g].acc))
         a[g] = cp.named(A, f"{g}_act", cp.activate(A, q, gates[g].acc, gates[g].act))
     if cifg:
-        one = int(np.clip(1 << gates["i"].act.out.out.frac, gates["i"].act.out.qmin, gates["i"].act.out.qmax))
-        a["f"] = cp.named(A, "f_act", cp.const_minus(A, one, a["i"]))
+        a["f"] = cp.named(A, "f_act", cp.const_minus(A, gates["i"].act.one, a["i"]))
     fc = cp.requant(A, cp.named(A, "fc", cp.mul(A, a["f"], c)), cell)
     ig = cp.requant(A, cp.named(A, "ig", cp.mul(A, a["i"], a["c"])), cell)
     fc, ig = cp.named(A, "fc_q", fc), cp.named(A, "ig_q", ig)
@@ -117,9 +116,8 @@ def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act
             sh_b=shift(T, f"{g}_acc", bf), table_offset=offsets[k], **quant_fields(gate.acc, T[f"{g}_acc"].frac)))
     types = "\n".join([f"    typedef {cint(oq.out)} h_t;", f"    typedef {cint(cq.out)} c_t;",
                        *(f"    typedef {cint(T[n])} {n}_t;" for n in ("fc", "ig", "fc_q", "ig_q", "c_sum", "c_tanh", "h_prod"))])
-    one = int(np.clip(1 << gates["i"].act.out.out.frac, gates["i"].act.out.qmin, gates["i"].act.out.qmax))
     body = render(
-        "rnn/lstm_body.tpl", types=types, gates="\n".join(blocks), cifg_one=one,
+        "rnn/lstm_body.tpl", types=types, gates="\n".join(blocks), cifg_one=gates["i"].act.one,
         sh_fc=T["fc"].frac - cq.out.frac, sh_ig=T["ig"].frac - cq.out.frac, sh_sum_fc=shift(T, "c_sum", "fc_q"),
         sh_sum_ig=shift(T, "c_sum", "ig_q"), sh_c=T["c_sum"].frac - cq.out.frac, c_mode=cq.rounding.cpp,
         c_min=cq.qmin, c_max=cq.qmax, sh_h=T["h_prod"].frac - oq.out.frac, h_mode=oq.rounding.cpp,

@@ -92,6 +92,9 @@ def _lstm_qonnx(env: _Env, node, x):
         s, _, bw = ins[15 + 3 * i:18 + 3 * i]
         narrow_key = f"{nm}_narrow" if f"{nm}_narrow" in a else f"{nm}_narrow_range"
         qs[nm] = (_scalar(s), _scalar(bw), int(a[f"{nm}_signed"]), int(a[narrow_key]))
+        mode = a.get(f"{nm}_rounding_mode", b"ROUND")
+        if (mode.decode() if isinstance(mode, bytes) else str(mode)).upper() != "ROUND":
+            raise ValueError(f"{nm}_rounding_mode {mode!r}: only ROUND is executed")
     Q = {nm: (lambda v, p=p: _quant(v, *p)) for nm, p in qs.items()}
     if not a.get("batch_first", 0):
         raise ValueError("only batch_first=1 is supported")
@@ -102,7 +105,10 @@ def _lstm_qonnx(env: _Env, node, x):
     for t in steps:
         xt = xq[:, t]
         i = Q["input_sigmoid"](_sigmoid(Q["input_acc"](xt @ w_ii.T + h @ w_hi.T + b_i)))
-        f = Q["forget_sigmoid"](_sigmoid(Q["forget_acc"](xt @ w_if.T + h @ w_hf.T + b_f)))
+        if a.get("cifg", 0):  # coupled input-forget gate: f = Q_i(1) - i (brevitas, onnxruntime)
+            f = Q["input_sigmoid"](np.ones_like(i)) - i
+        else:
+            f = Q["forget_sigmoid"](_sigmoid(Q["forget_acc"](xt @ w_if.T + h @ w_hf.T + b_f)))
         g = Q["cell_tanh"](np.tanh(Q["cell_acc"](xt @ w_ic.T + h @ w_hc.T + b_c)))
         o = Q["output_sigmoid"](_sigmoid(Q["output_acc"](xt @ w_io.T + h @ w_ho.T + b_o)))
         c = Q["cell_state"](Q["cell_state"](f * c) + Q["cell_state"](i * g))
