@@ -87,7 +87,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "LeakyRelu": {"alpha": MODELLED},
     "Sigmoid": {},
     "Tanh": {},
-    "AveragePool": {**_POOL, "count_include_pad": MODELLED},
+    "AveragePool": {**_POOL, "ceil_mode": MODELLED, "count_include_pad": MODELLED},  # ceil: see on_AveragePool
     "GlobalAveragePool": {},
     "GlobalMaxPool": {},
     "MaxPool": {**_POOL, "ceil_mode": MODELLED, "storage_order": NO_EFFECT},  # it orders the Indices output, which is refused

@@ -48,6 +48,15 @@ class Averages:
             raise UnsupportedModelError(f"node '{node.name}' (AveragePool): pads of its own with count_include_pad=0 after "
                                         "a Pad are not supported (the divisor would count some padding and not other)")
         s, pads = self.window(node, k)
+        if int(node_attr(node, "ceil_mode", 0) or 0):
+            # ceil((L - k) / s) + 1 outputs: the same as floor where every window fits; a
+            # last partial window would have a divisor of its own
+            size = self.type_of(self.value(node.input[0], node)).shape[1:]
+            for i in range(n):
+                if (size[i] + pads[i] + pads[n + i] - k[i]) % s[i]:
+                    raise UnsupportedModelError(
+                        f"node '{node.name}' (AveragePool): ceil_mode=1 adds a partial last window on spatial axis {i} "
+                        "(its divisor differs from the others); not supported")
         cip = cip or explicit
         if self._average_on_grid(node):
             self.defer_to_quant(node, avgpool.OP, lambda q: avgpool.Attrs(k, s, pads, cip, q), why)

@@ -68,3 +68,14 @@ def test_what_the_exact_average_cannot_be_is_refused_in_one_line(tmp_path):
 @pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
 def test_float_scale_average_csim_equals_reference_and_users_model(tmp_path, io_type):
     csim_verified(brevitas_pooled(tmp_path / "m.onnx", "trunc"), tmp_path / "prj", io_type, 300, 5)
+
+
+def test_ceil_mode_average_is_exact_where_every_window_fits(tmp_path):
+    # 6 + 1 - 3 = 4 is a multiple of the stride: ceil and floor give the same 3x3 windows
+    path = _pool_then_quant(tmp_path / "m.onnx", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0],
+                                                   "count_include_pad": 1, "ceil_mode": 1})
+    _exact_and_independent(path, 1000)
+    # 6 - 2 = 4 is not a multiple of 3: a partial last window, whose divisor is its own
+    path = _pool_then_quant(tmp_path / "p.onnx", {"kernel_shape": [2, 2], "strides": [3, 3], "ceil_mode": 1})
+    line = refused_in_one_line(path, r"node 'pool' \(AveragePool\): ceil_mode=1 adds a partial last window")
+    assert "spatial axis 0" in line, line
