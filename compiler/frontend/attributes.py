@@ -91,6 +91,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "GlobalAveragePool": {},
     "GlobalMaxPool": {},
     "MaxPool": {**_POOL, "ceil_mode": MODELLED, "storage_order": NO_EFFECT},  # it orders the Indices output, which is refused
+    "DepthToSpace": {"blocksize": MODELLED, "mode": MODELLED},
     "Flatten": {"axis": MODELLED},
     "Reshape": {"allowzero": MODELLED},
     "Resize": {"mode": Only((b"nearest", "nearest"), "nearest-neighbour"), "coordinate_transformation_mode": MODELLED,

@@ -21,7 +21,7 @@ from onnx import numpy_helper
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import MAX_ELEMENTS, dyadic_codes
-from ..ops import (OPS, Trait, avgpool, conv, convtranspose, dense, flatten, globalavgpool, leakyrelu, lut, maxpool, merge,
+from ..ops import (OPS, Trait, avgpool, conv, convtranspose, dense, depthtospace, flatten, globalavgpool, leakyrelu, lut, maxpool, merge,
                    relu, transpose, upsample)
 from ..ops.base import OpDef
 from .averages import Averages
@@ -363,6 +363,19 @@ class _Importer(Averages, Clips, RealOps):
         if len(perm) < 3 or perm[:3] != [0, 2, 1] or perm[3:] != list(range(3, len(perm))):
             raise UnsupportedModelError(f"node '{node.name}' (Transpose): only swapping axes 1 and 2 is supported, got {perm}")
         self.add(node, transpose.OP, [self.value(node.input[0], node)], transpose.Attrs())
+
+    def on_DepthToSpace(self, node: onnx.NodeProto) -> None:
+        """Channel blocks onto the spatial grid (PixelShuffle): codes moved, not changed."""
+        x = self.value(node.input[0], node)
+        mode = _attr(node, "mode", "DCR")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        if mode not in ("DCR", "CRD"):
+            raise UnsupportedModelError(f"node '{node.name}' (DepthToSpace): attribute mode={mode} is not DCR or CRD")
+        scale = self.graph.scales.get(x)
+        if scale is not None and (len(scale.scale) > 1 or len(scale.zero) > 1):
+            raise UnsupportedModelError(f"node '{node.name}' (DepthToSpace): on codes with per-channel scales (the "
+                                        "channels would be moved apart from their scales); not supported")
+        self.add(node, depthtospace.OP, [x], depthtospace.Attrs(int(_attr(node, "blocksize")), mode == "CRD"))
 
     def on_Gather(self, node: onnx.NodeProto) -> None:
         """``y[:, t]`` of a recurrent op's output sequence, for the last processed step only:
