@@ -117,11 +117,26 @@ def brevitas_pooled(path, pool: str, seed=0):
 
 
 #: name -> (builder, extra keyword arguments): the models ``bench/realworld.py`` runs
+def brevitas_pixel_shuffle(path, seed=0):
+    """QuantIdentity, QuantConv2d (8 channels, 4-bit weights), QuantReLU 4-bit, PixelShuffle(2)
+    (exported as DepthToSpace, mode CRD), QuantConv2d, QuantIdentity: a sub-pixel upsampling
+    between default quantizers, their activation scales set by a few statistics steps."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(QuantIdentity(return_quant_tensor=True), QuantConv2d(2, 8, 3, padding=1, weight_bit_width=4),
+                          QuantReLU(bit_width=4), nn.PixelShuffle(2), QuantConv2d(2, 3, 3, padding=1), QuantIdentity())
+    model.train()
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(8, 2, 5, 4))
+    return export_model(model.eval(), torch.zeros(1, 2, 5, 4), path)
+
+
 BREVITAS_DEFAULT = {
     "residual": (brevitas_residual, {}),
     "separable": (brevitas_separable, {"per_channel": True}),
     "trunc_avgpool": (brevitas_pooled, {"pool": "trunc"}),
     "global_avgpool": (brevitas_pooled, {"pool": "global"}),
+    "pixel_shuffle": (brevitas_pixel_shuffle, {}),
 }
 
 
@@ -130,4 +145,5 @@ def export_brevitas_default(name: str, path: str | Path) -> Path:
     return build(path, **kwargs)
 
 
-__all__ = ["BREVITAS_DEFAULT", "brevitas_pooled", "brevitas_residual", "brevitas_separable", "export_brevitas_default"]
+__all__ = ["BREVITAS_DEFAULT", "brevitas_pixel_shuffle", "brevitas_pooled", "brevitas_residual", "brevitas_separable",
+           "export_brevitas_default"]

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 
 from tessera.compiler.ir.types import FixedType
 from tessera.compiler.ops import OPS, depthtospace, quant
+from tessera.models.brevitas_default import brevitas_pixel_shuffle
 
 from .test_ops_exact import check_exact
 
@@ -67,26 +68,6 @@ def test_depth_to_space_csim(make_graph, make_type, tmp_path, io_type, crd):
     from ..csim.test_ops_csim import csim_exact
 
     csim_exact(_graph(make_graph, make_type, crd), tmp_path, io_type, n=200)
-
-
-def brevitas_pixel_shuffle(path, seed=0):
-    """QuantIdentity, QuantConv2d (8 channels), QuantReLU, PixelShuffle(2), QuantConv2d,
-    QuantIdentity: Brevitas' default quantizers (float scales) around a sub-pixel upsampling."""
-    import torch
-    from brevitas.nn import QuantConv2d, QuantIdentity, QuantReLU
-    from torch import nn
-
-    from tessera.models.train import export_model
-
-    torch.manual_seed(seed)
-    model = nn.Sequential(QuantIdentity(return_quant_tensor=True), QuantConv2d(2, 8, 3, padding=1, weight_bit_width=4),
-                          QuantReLU(bit_width=4), nn.PixelShuffle(2), QuantConv2d(2, 3, 3, padding=1),
-                          QuantIdentity())
-    model.train()
-    with torch.no_grad():  # the activation scales from statistics
-        for _ in range(4):
-            model(torch.randn(8, 2, 5, 4))
-    return export_model(model.eval(), torch.zeros(1, 2, 5, 4), path)
 
 
 def test_brevitas_pixel_shuffle_is_exact(tmp_path):
