@@ -229,5 +229,15 @@ def nearest_sources(out_len: int, in_len: int, scale: float, transform: str, nea
     return np.clip(r, 0, in_len - 1).astype(np.int64)
 
 
-__all__ = ["ATTRIBUTES", "MODELLED", "NO_EFFECT", "Only", "attribute_value", "check_attributes", "explicit_pads",
+def ceil_mode_extra(spatial: tuple[int, ...], kernel: tuple[int, ...], strides: tuple[int, ...],
+                    pads: tuple[int, ...]) -> tuple[int, ...]:
+    """Per spatial axis, the end padding a pool with ``ceil_mode=1`` adds: ONNX's
+    ``ceil((L - k) / s) + 1`` outputs (``L`` the padded size) against floor's."""
+    n = len(kernel)
+    return tuple(-(-(spatial[i] + pads[i] + pads[n + i] - kernel[i]) // strides[i]) * strides[i] + kernel[i]
+                 - spatial[i] - pads[i] - pads[n + i] for i in range(n))
+
+
+__all__ = ["ATTRIBUTES", "MODELLED", "NO_EFFECT", "Only", "attribute_value", "ceil_mode_extra", "check_attributes",
+           "explicit_pads",
            "nearest_sources", "schema_default"]

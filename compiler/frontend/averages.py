@@ -26,6 +26,7 @@ from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, power_of_two_exponent
 from ..ops import avgpool, conv, globalavgpool, quant
 from ..ops.rounding import Rounding
+from .attributes import ceil_mode_extra
 from .real import Affine, Const, Padded, node_attr
 
 _QUANTIZERS = ("Quant", "Trunc")
@@ -48,17 +49,11 @@ class Averages:
             raise UnsupportedModelError(f"node '{node.name}' (AveragePool): pads of its own with count_include_pad=0 after "
                                         "a Pad are not supported (the divisor would count some padding and not other)")
         s, pads = self.window(node, k)
-        if int(node_attr(node, "ceil_mode", 0) or 0):
-            # ceil((L - k) / s) + 1 outputs: the same as floor where every window fits; a
-            # last partial window would have a divisor of its own
-            size = self.type_of(self.value(node.input[0], node)).shape[1:]
-            for i in range(n):
-                if (size[i] + pads[i] + pads[n + i] - k[i]) % s[i]:
-                    raise UnsupportedModelError(
-                        f"node '{node.name}' (AveragePool): ceil_mode=1 adds a partial last window on spatial axis {i} "
-                        "(its divisor differs from the others); not supported")
         cip = cip or explicit
-        if self._average_on_grid(node):
+        on_grid = self._average_on_grid(node)
+        if int(node_attr(node, "ceil_mode", 0) or 0):
+            pads = self._ceil_pads(node, k, s, pads, refuse_partial=cip or not on_grid)
+        if on_grid:
             self.defer_to_quant(node, avgpool.OP, lambda q: avgpool.Attrs(k, s, pads, cip, q), why)
             return
         if any(pads) and not cip:
@@ -66,6 +61,30 @@ class Averages:
                 f"node '{node.name}' (AveragePool): count_include_pad=0 with pads {list(pads)} on real-scaled codes is not "
                 "supported (its divisor varies by position; pad explicitly or use count_include_pad=1)")
         self._window_sum(node, k, s, pads)
+
+    def _ceil_pads(self, node: onnx.NodeProto, k, s, pads, refuse_partial: bool) -> tuple[int, ...]:
+        """``ceil_mode=1``: ONNX's ``ceil((L - k) / s) + 1`` outputs.  A last window that
+        runs past the end averages its valid elements only (count_include_pad=0): the
+        overhang is extra end padding of the exact average.  Refused with
+        ``refuse_partial`` (count_include_pad=1 counts the declared pads and not the
+        overhang; the window sum on real scales has one divisor) and where a window would
+        lie past the input entirely."""
+        n = len(k)
+        size = self.type_of(self.value(node.input[0], node)).shape[1:]
+        extra = ceil_mode_extra(size, k, s, pads)
+        for i, e in enumerate(extra):
+            if not e:
+                continue
+            if refuse_partial:
+                raise UnsupportedModelError(
+                    f"node '{node.name}' (AveragePool): ceil_mode=1 adds a partial last window on spatial axis {i} "
+                    "(its divisor differs from the others); supported only with count_include_pad=0 on a power-of-two "
+                    "grid")
+            last = (size[i] + pads[i] + pads[n + i] + e - k[i]) // s[i] * s[i] - pads[i]
+            if last >= size[i]:
+                raise UnsupportedModelError(f"node '{node.name}' (AveragePool): ceil_mode=1 puts the last window on "
+                                            f"spatial axis {i} entirely past the input")
+        return tuple(pads[:n]) + tuple(p + e for p, e in zip(pads[n:], extra))
 
     def on_GlobalAveragePool(self, node: onnx.NodeProto) -> None:
         """The mean over the spatial axes (no attributes)."""

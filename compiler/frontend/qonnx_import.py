@@ -26,7 +26,7 @@ from ..ops import (OPS, Trait, avgpool, conv, convtranspose, dense, depthtospace
 from ..ops.base import OpDef
 from .averages import Averages
 from .clips import Clips, compose_clip
-from .attributes import check_attributes, explicit_pads, nearest_sources, schema_default
+from .attributes import ceil_mode_extra, check_attributes, explicit_pads, nearest_sources, schema_default
 from .real import Affine, Padded, RealOps, input_datatype, normalize_domains, parse_input_type, weight_codes
 from .real import Const as _Const
 from .real import node_attr as _attr
@@ -460,9 +460,7 @@ class _Importer(Averages, Clips, RealOps):
         if int(_attr(node, "ceil_mode", 0)):
             # ONNX's ceil(...) + 1 outputs: the last windows reach past the end, into padding
             # that takes no part (a window entirely in it is refused by the op)
-            size = self.type_of(x).shape[1:]
-            extra = [(-(-(size[i] + pads[i] + pads[n + i] - k[i]) // s[i])) * s[i] + k[i] - size[i] - pads[i] - pads[n + i]
-                     for i in range(n)]
+            extra = ceil_mode_extra(self.type_of(x).shape[1:], k, s, pads)
             pads = tuple(pads[:n]) + tuple(p + e for p, e in zip(pads[n:], extra))
         self.add(node, maxpool.OP, [x], maxpool.Attrs(k, s, tuple(pads) if any(pads) else ()))
 

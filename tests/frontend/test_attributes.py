@@ -158,9 +158,24 @@ def test_same_padding_is_modelled_for_conv_and_averagepool(tmp_path):
         assert rep.passed and rep.equal == rep.outputs, (auto, rep.to_dict())
 
 
+@pytest.mark.parametrize("pads,end,out", [([0, 0, 0, 0], (1, 0), [3, 3]), ([0, 1, 0, 0], (1, 1), [3, 4])])
+def test_ceil_mode_average_with_a_partial_window_averages_its_valid_elements(tmp_path, pads, end, out):
+    """ceil_mode=1, count_include_pad=0 on a power-of-two grid: the last window runs past the
+    input and averages the elements it covers, as the ONNX operator (the independent executor)."""
+    pool = helper.make_node("AveragePool", ["xq"], ["m"], name="avg", kernel_shape=[3, 3], strides=[2, 2], pads=pads,
+                            ceil_mode=1)
+    m = _model(tmp_path / "m.onnx", [pool], [1, 2, 6, 7], [1, 2, *out])
+    g = api.load_model(m)
+    (node,) = [n for n in g.nodes if n.op == "avgpool"]
+    assert node.attrs.pads[2:] == end and g.values[g.output].shape == (2, *out)
+    rep = _independent(m)
+    assert rep.passed and rep.equal == rep.outputs == 200 * 2 * out[0] * out[1], rep.to_dict()
+
+
 @pytest.mark.parametrize("op,attrs,message", [
     ("Conv", {"dilations": [2, 2]}, "attribute dilations=[2, 2] is not supported"),
-    ("AveragePool", {"ceil_mode": 1, "strides": [2, 2]}, "ceil_mode=1 adds a partial last window on spatial axis 0"),
+    ("AveragePool", {"ceil_mode": 1, "strides": [2, 2], "count_include_pad": 1},
+     "ceil_mode=1 adds a partial last window on spatial axis 0"),
 ])
 def test_unmodelled_attributes_are_refused(tmp_path, op, attrs, message):
     w = np.ones((2, 2, 3, 3)) * 2.0**-4
