@@ -12,9 +12,13 @@ by the importer) and become integer codes on their own power-of-two grid.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from ..errors import UnsupportedModelError
+from ..ir.meaning import CodeScale
 from ..ir.types import FixedType, dyadic_codes, power_of_two_exponent
 from ..ops import cellprog as cp
 from ..ops import convlstm, gru, lstm, quant
@@ -27,13 +31,27 @@ LSTM_QUANTIZERS = ("output", "cell_state", "input_acc", "forget_acc", "cell_acc"
 GRU_QUANTIZERS = ("reset_acc", "update_acc", "new_acc", "reset_sigmoid", "update_sigmoid", "new_tanh", "output")
 
 
-#: The quantizers of a cell that end a table (a sigmoid or tanh): any float scale is exact
-#: there (cellprog.Act); every other one is a requantization by a shift or a table index.
+#: The quantizers of a GRU / ConvLSTM cell that end a table (a sigmoid or tanh): any float
+#: scale is exact there (cellprog.Act payloads); their other quantizers are requantized onto
+#: by a shift.  A QuantLSTMCell takes float scales on every quantizer (the proven steps of
+#: cellprog.requant).
 FLOAT_SCALE_OK = {"input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh",
                   "reset_sigmoid", "update_sigmoid", "new_tanh"}
 
 
-def _scale(node, what: str, scale) -> tuple[int, int]:
+def _dyadic(scale: Fraction) -> tuple[int, int]:
+    """``(frac, mult)`` with ``scale == mult * 2**-frac``, ``mult`` odd."""
+    num, den = scale.numerator, scale.denominator
+    if den & (den - 1):
+        raise ValueError(f"scale {scale} is not a dyadic rational")
+    frac = den.bit_length() - 1
+    while num % 2 == 0:
+        num //= 2
+        frac -= 1
+    return frac, num
+
+
+def _scale(node, what: str, scale, float_ok: bool = False) -> tuple[int, int]:
     """``(frac, mult)`` with ``scale == mult * 2**-frac`` (``mult`` 1 for a power of two)."""
     scale = np.asarray(scale, dtype=np.float64)
     where = f"node '{node.name}' ({node.op_type}): {what} quantizer scale {scale.ravel()[:2]}"
@@ -42,21 +60,21 @@ def _scale(node, what: str, scale) -> tuple[int, int]:
     exp = power_of_two_exponent(scale)
     if exp is not None:
         return -int(exp.ravel()[0]), 1
-    if what not in FLOAT_SCALE_OK:
-        raise UnsupportedModelError(f"{where} is not a power of two; inside a cell only a sigmoid or tanh output "
-                                    "may have a float scale")
+    if not float_ok and what not in FLOAT_SCALE_OK:
+        raise UnsupportedModelError(f"{where} is not a power of two; in a {node.op_type} only a sigmoid or tanh "
+                                    "output may have a float scale (a QuantLSTMCell takes float scales everywhere)")
     codes, frac = dyadic_codes(scale.reshape(1), max_frac=160)
     if int(codes[0]) >= 1 << 30:
         raise UnsupportedModelError(f"{where} has more than 30 significant bits (a float64 scale); float32 scales are supported")
     return frac, int(codes[0])
 
 
-def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding) -> tuple[quant.Attrs, int]:
+def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding, float_ok: bool = False) -> tuple[quant.Attrs, int]:
     """The quantizer and the odd multiplier of its scale (:func:`_scale`)."""
     bits = np.asarray(bits, dtype=np.float64)
     if zp is not None and np.any(np.asarray(zp) != 0):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} quantizer has a non-zero zero point")
-    frac, mult = _scale(node, what, scale)
+    frac, mult = _scale(node, what, scale, float_ok)
     b = float(bits.ravel()[0])
     if bits.size != 1 or b != int(b) or not 2 <= b <= 32:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} bit width {b} is not an integer in 2..32")
@@ -86,6 +104,19 @@ def _weights(node, w: np.ndarray, what: str) -> cp.Weights:
     return cp.Weights(codes, frac)
 
 
+def _factored(mats: list[cp.Weights]) -> list[cp.Weights]:
+    """Float-scaled weights (codes of 16 bits or more) with the odd factor their codes share
+    taken out: ``codes * mult`` on the same grid, the products then narrow."""
+    if max(int(np.abs(m.codes).max(initial=0)) for m in mats) < 1 << 16:
+        return mats
+    g = 0
+    for m in mats:
+        g = math.gcd(g, *(int(v) for v in np.unique(np.abs(m.codes))))
+    if g <= 1:
+        return mats
+    return [cp.Weights(m.codes // g, m.frac, g) for m in mats]
+
+
 def _bias(node, b: np.ndarray | None, what: str) -> tuple[np.ndarray | None, int]:
     if b is None:
         return None, 0
@@ -93,14 +124,14 @@ def _bias(node, b: np.ndarray | None, what: str) -> tuple[np.ndarray | None, int
     return w.codes, w.frac
 
 
-def _state_codes(node, v: np.ndarray | None, q: quant.Attrs, n: int, what: str) -> np.ndarray:
+def _state_codes(node, v: np.ndarray | None, q: quant.Attrs, n: int, what: str, mult: int = 1) -> np.ndarray:
     """Initial state codes after the state's quantizer (zero when absent)."""
     if v is None:
         return np.zeros(n, dtype=np.int64)
     v = np.asarray(v, dtype=np.float64).reshape(-1)
     if v.size != n:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} has {v.size} values, expected {n}")
-    return quant.quantize_float(q, v)
+    return quant.quantize_float(q, v / mult)
 
 
 def _common(imp, node):
@@ -114,6 +145,7 @@ def import_lstm(imp, node) -> None:
     if len(node.input) != 48:
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): expected 48 inputs, got {len(node.input)}")
     x = imp.value(node.input[0], node)
+    x_scale = _input_scale(imp, node, x)
     c = [None] + [imp.const_or_none(n, node) for n in node.input[1:]]
     qs, mults = {}, {}
     for k, name in enumerate(LSTM_QUANTIZERS):
@@ -122,7 +154,7 @@ def import_lstm(imp, node) -> None:
             raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): quantizer {name} must be constant")
         narrow = imp.attr(node, f"{name}_narrow", imp.attr(node, f"{name}_narrow_range", 0))
         qs[name], mults[name] = _quant(node, name, s, z, b, imp.attr(node, f"{name}_signed", 1), narrow,
-                                       imp.attr(node, f"{name}_rounding_mode", "ROUND"))
+                                       imp.attr(node, f"{name}_rounding_mode", "ROUND"), float_ok=True)
     w_in, w_h, biases = c[3:7], c[7:11], c[11:15]
     if any(w is None for w in w_in + w_h):
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): weights must be constant")
@@ -131,16 +163,33 @@ def import_lstm(imp, node) -> None:
     gates = []
     for k, g in enumerate(lstm.GATES):
         b, bf = _bias(node, biases[k], f"bias of gate {g}")
-        gates.append(lstm.Gate(_weights(node, w_in[k], f"input weights of gate {g}"),
-                               _weights(node, w_h[k], f"hidden weights of gate {g}"), b, bf, qs[acc_q[k]],
-                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[k]], mults[act_q[k]])))
+        wx, wh = _factored([_weights(node, w_in[k], f"input weights of gate {g}"),
+                            _weights(node, w_h[k], f"hidden weights of gate {g}")])
+        gates.append(lstm.Gate(wx, wh, b, bf, qs[acc_q[k]],
+                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[k]], mults[act_q[k]]),
+                               acc_mult=mults[acc_q[k]]))
     hidden = gates[0].wh.codes.shape[0]
     attrs = lstm.Attrs(tuple(gates), qs["cell_state"], cp.Act("tanh", qs["hidden_state_tanh"], mults["hidden_state_tanh"]),
                        qs["output"],
-                       _state_codes(node, c[1], qs["output"], hidden, "H0"),
-                       _state_codes(node, c[2], qs["cell_state"], hidden, "C0"),
-                       cifg=bool(imp.attr(node, "cifg", 0)), reverse=bool(imp.attr(node, "reverse_input", 0)))
-    imp.add(node, lstm.OP, [x], attrs)
+                       _state_codes(node, c[1], qs["output"], hidden, "H0", mults["output"]),
+                       _state_codes(node, c[2], qs["cell_state"], hidden, "C0", mults["cell_state"]),
+                       cifg=bool(imp.attr(node, "cifg", 0)), reverse=bool(imp.attr(node, "reverse_input", 0)),
+                       cell_mult=mults["cell_state"], out_mult=mults["output"], x_scale=x_scale)
+    imp.add(node, lstm.OP, [x], attrs, reads_real=x_scale is not None)
+    if mults["output"] != 1:  # the output codes carry the output quantizer's float scale
+        out_q = qs["output"]
+        imp.graph.scales[node.output[0]] = CodeScale((cp.scale_of(mults["output"], out_q.out.frac),), (Fraction(0),))
+
+
+def _input_scale(imp, node, x) -> tuple[int, int] | None:
+    """``(frac, mult)`` of float-scaled input codes (None: the input's own fixed-point type)."""
+    scale = imp.graph.scales.get(x)
+    if scale is None:
+        return None
+    if len(scale.scale) != 1 or any(z != 0 for z in scale.zero):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): its input has per-channel scales or a zero "
+                                    "point; not supported")
+    return _dyadic(scale.scale[0])
 
 
 def import_gru(imp, node) -> None:

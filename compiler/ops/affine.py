@@ -154,24 +154,50 @@ def _add_interval(mult: int, shift: int, levels: list[tuple[int, int]], ulo: int
 def multiply_shift(step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray] | None = None) -> MultiplyShift | None:
     """The narrowest proven ``M, C, s`` with ``clamp((M x + C) >> s) == step.exact(x)`` on
     ``[lo, hi]``, or None when none fits :data:`MAX_PRODUCT_BITS`."""
-    sign, t = sign_t if sign_t is not None else thresholds(step, lo, hi)
+    sign_t = sign_t if sign_t is not None else thresholds(step, lo, hi)
+    width = max(abs(lo), abs(hi), 1).bit_length()
+    for shift in range(0, MAX_PRODUCT_BITS - width):
+        for mult in _mults(step, sign_t[0], shift):
+            ms = _fit(step, lo, hi, sign_t, shift, mult)
+            if ms is not None:
+                return ms
+    return None
+
+
+def _mults(step: Step, sign: int, shift: int) -> list[int]:
+    """The candidate multipliers at ``shift``: ``slope * 2**shift`` rounded both ways (of ``sign * x``)."""
+    exact = step.slope * sign * (1 << shift)
+    return [m for m in sorted({math.floor(exact), math.ceil(exact)}) if m >= 0]
+
+
+def _fit(step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray], shift: int, mult: int) -> MultiplyShift | None:
+    """The proven multiply-shift with this multiplier (of ``sign * x``) and shift, if one exists."""
+    sign, t = sign_t
     ulo, uhi = (lo, hi) if sign > 0 else (-hi, -lo)
     f = _increasing(step, sign)
-    first, last = f(ulo), f(uhi)
     levels = [(step.qmin + 1 + i, int(v)) for i, v in enumerate(t) if ulo < v <= uhi]
-    slope = step.slope * sign
-    width = max(abs(ulo), abs(uhi), 1).bit_length()
+    c = _add_interval(mult, shift, levels, ulo, uhi, f(ulo), f(uhi), step.qmin, step.qmax)
+    if c is None:
+        return None
+    ms = MultiplyShift(mult * sign, c[0], shift)
+    return ms if ms.product_bits(lo, hi) <= MAX_PRODUCT_BITS and prove(step, ms, lo, hi, sign_t) else None
+
+
+def shared_multiply_shift(steps: list[Step], lo: int, hi: int) -> tuple[int, list[int], int] | None:
+    """``(M, [C_k], s)``: one multiplier and shift for steps of one slope that differ in
+    their offsets (a bias per row), each ``clamp((M x + C_k) >> s) == steps[k].exact(x)``
+    proven on ``[lo, hi]``; None when none fits :data:`MAX_PRODUCT_BITS`."""
+    if len({s.slope for s in steps}) != 1:
+        raise ValueError("the steps must share one slope")
+    sign_ts = [thresholds(s, lo, hi) for s in steps]
+    if len({st[0] for st in sign_ts}) != 1:
+        return None
+    width = max(abs(lo), abs(hi), 1).bit_length()
     for shift in range(0, MAX_PRODUCT_BITS - width):
-        exact = slope * (1 << shift)
-        for mult in sorted({math.floor(exact), math.ceil(exact)}):
-            if mult < 0:
-                continue
-            c = _add_interval(mult, shift, levels, ulo, uhi, first, last, step.qmin, step.qmax)
-            if c is None:
-                continue
-            ms = MultiplyShift(mult * sign, c[0], shift)
-            if ms.product_bits(lo, hi) <= MAX_PRODUCT_BITS and prove(step, ms, lo, hi, (sign, t)):
-                return ms
+        for mult in _mults(steps[0], sign_ts[0][0], shift):
+            fits = [_fit(s, lo, hi, st, shift, mult) for s, st in zip(steps, sign_ts)]
+            if all(f is not None for f in fits):
+                return fits[0].mult, [f.add for f in fits], shift
     return None
 
 

@@ -56,11 +56,12 @@ def quant_fields(q: QuantAttrs, in_frac: int) -> dict:
     return {"rq_shift": in_frac - q.out.frac, "rq_mode": q.rounding.cpp, "qmin": q.qmin, "qmax": q.qmax}
 
 
-def gate_tables(gates) -> tuple[np.ndarray, list[int]]:
-    """All gate tables concatenated, and each gate's offset."""
+def gate_tables(gates, carry: bool = False) -> tuple[np.ndarray, list[int]]:
+    """All gate tables concatenated, and each gate's offset (``carry``: output codes over
+    accumulator codes of any scale, else payloads over power-of-two codes)."""
     tables, offsets, pos = [], [], 0
     for g in gates:
-        t = g.act.table(g.acc)
+        t = g.act.codes(g.acc, g.acc_mult) if carry else g.act.table(g.acc)
         tables.append(t)
         offsets.append(pos)
         pos += t.size
@@ -124,7 +125,8 @@ def recurrent_work(op: cp.CellOp, attrs, ins, out, *, states: int, mults: int, t
     hidden = cells[0].hidden
     w_bits = cp.stored_width(mats)
     state = sum(states * hidden * frames * c.out.out.width for c in cells)
-    tables = sum((g.acc.qmax - g.acc.qmin + 1) * g.act.payload_bits() for c in cells for g in c.gates)
+    tables = sum((g.acc.qmax - g.acc.qmin + 1) * (g.act.out.out.width if op.carries_scales else g.act.payload_bits())
+                 for c in cells for g in c.gates)
     return linear_work(ins, out, macs=op.macs(attrs, ins, out), weight_bits=op.weight_bits(attrs), mults=mults,
                        taps=taps, steps=steps, kind=cp.codebook_kind(mats), w_bits=w_bits, state_bits=state + tables,
                        acc_bits=bits(x) + w_bits + max(1, math.ceil(math.log2(taps))), lanes=len(cells[0].gates),

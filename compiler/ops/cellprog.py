@@ -19,15 +19,18 @@ requantization) lives only in the helpers of this module.
 
 from __future__ import annotations
 
+import weakref
 from abc import abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
+from .affine import Step, apply_thresholds, shared_multiply_shift, thresholds
 from .base import OpDef, Trait, interval_dot, limb_kernel
 from .lut import function_table
 from .quant import Attrs as QuantAttrs
@@ -61,10 +64,22 @@ class Codebook(StrEnum):
 
 @dataclass(frozen=True)
 class Fx:
-    """A fixed-point value inside a cell step: back-end payload and fractional bits."""
+    """A value inside a cell step: back-end payload ``v`` whose real value is
+    ``v * mult * 2**-frac`` (``mult`` odd: 1 on power-of-two grids, the odd part of a
+    float scale otherwise)."""
 
     v: Any
     frac: int
+    mult: int = 1
+
+    @property
+    def scale(self) -> Fraction:
+        return scale_of(self.mult, self.frac)
+
+
+def scale_of(mult: int, frac: int) -> Fraction:
+    """``mult * 2**-frac`` exactly."""
+    return Fraction(mult, 1 << frac) if frac >= 0 else Fraction(mult << -frac)
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +89,7 @@ class Weights:
 
     codes: np.ndarray
     frac: int
+    mult: int = 1  # a float scale's odd part, factored out of the codes
 
     @property
     def kind(self) -> Codebook:
@@ -105,18 +121,46 @@ class Act:
     out: QuantAttrs
     mult: int = 1
 
+    def codes(self, q: QuantAttrs, q_mult: int = 1) -> np.ndarray:
+        """The codes of ``out(f(k * q_mult * 2**-frac))`` for every code ``k`` of the input quantizer ``q``."""
+        return function_table(self.function, self.out, q.qmin, q.qmax, q.out.frac, self.mult, q_mult)
+
     def table(self, q: QuantAttrs) -> np.ndarray:
         """The payload of ``out(f(k * 2**-frac))`` for every code ``k`` of the input quantizer ``q``."""
-        return function_table(self.function, self.out, q.qmin, q.qmax, q.out.frac, self.mult) * self.mult
+        return self.codes(q) * self.mult
+
+    @property
+    def one_code(self) -> int:
+        """The code of ``out(1)`` (CIFG's forget gate is ``out(1) - i``)."""
+        return int(quantize_float(self.out, np.array(1.0 / self.mult)))
 
     @property
     def one(self) -> int:
-        """The payload of ``out(1)`` (CIFG's forget gate is ``out(1) - i``)."""
-        return int(quantize_float(self.out, np.array(1.0 / self.mult))) * self.mult
+        """The payload of ``out(1)``."""
+        return self.one_code * self.mult
 
     def payload_bits(self) -> int:
         """Bits of one stored table entry (a code times ``mult``)."""
         return FixedType.for_range(self.out.qmin * self.mult, self.out.qmax * self.mult, 0).width
+
+
+@dataclass(frozen=True, eq=False)
+class StepForm:
+    """A requantization by a rational slope (a float scale), one step or one per row (a
+    bias per row), over the reachable interval of its input: the thresholds (the
+    definition, run by the integer semantics and the reference) and the proven
+    multiply-shift ``(M * x + C_row) >> shift`` the kernel computes."""
+
+    steps: tuple[Step, ...]
+    sign: int
+    thr: np.ndarray  # (rows, K) int64
+    mult: int
+    adds: tuple[int, ...]
+    shift: int
+
+    @property
+    def qmin(self) -> int:
+        return self.steps[0].qmin
 
 
 # ---------------------------------------------------------------------------------------
@@ -125,10 +169,23 @@ class Act:
 
 
 class NumpyArith:
-    """int64 codes, arrays with a leading batch dimension."""
+    """int64 codes, arrays with a leading batch dimension; ``forms``: the step forms of the
+    op's analysis (scaled requantizations)."""
+
+    def __init__(self, forms: dict | None = None) -> None:
+        self.forms = forms or {}
 
     def record(self, name: str, x: Fx) -> None:
         pass
+
+    def requant_steps(self, a, name: str, steps):
+        f = self.forms[name]
+        if len(f.steps) == 1:
+            return apply_thresholds(f.sign, f.thr[0], f.qmin, a)
+        y = np.empty_like(a)
+        for j in range(len(f.steps)):
+            y[:, j] = apply_thresholds(f.sign, f.thr[j], f.qmin, a[:, j])
+        return y
 
     def const(self, codes: np.ndarray) -> Any:
         return np.asarray(codes, dtype=np.int64)
@@ -167,6 +224,23 @@ class IntervalArith:
     def __init__(self) -> None:
         self.types: dict[str, FixedType] = {}
         self.ranges: dict[str, tuple[int, int]] = {}
+        self.forms: dict[str, StepForm] = {}
+
+    def requant_steps(self, a, name: str, steps):
+        """Thresholds and the proven shared multiply-shift of ``steps`` over ``a``; the
+        kernel's product ``M * x + C`` is recorded as ``<name>_ms``."""
+        lo, hi = a
+        st = [thresholds(s, lo, hi) for s in steps]
+        found = shared_multiply_shift(list(steps), lo, hi)
+        if found is None:
+            raise UnsupportedModelError(f"{name}: no proven multiply-shift for its float-scale requantization")
+        mult, adds, shift = found
+        thr = np.array([[int(v) for v in t] for _, t in st], dtype=np.int64).reshape(len(steps), -1)
+        self.forms[name] = StepForm(tuple(steps), st[0][0], thr, mult, tuple(adds), shift)
+        ends = [mult * v + c for v in (lo, hi) for c in adds]
+        self.record(f"{name}_ms", Fx((min(ends), max(ends)), 0))
+        outs = [s.exact(v) for s in steps for v in (lo, hi)]
+        return min(outs), max(outs)
 
     def record(self, name: str, x: Fx) -> None:
         lo, hi = x.v
@@ -207,11 +281,22 @@ class IntervalArith:
 class OnnxArith:
     """Emits int64 ONNX nodes through the reference's ``OnnxBuilder``."""
 
-    def __init__(self, builder) -> None:
+    def __init__(self, builder, forms: dict | None = None) -> None:
         self.builder = builder
+        self.forms = forms or {}
 
     def record(self, name: str, x: Fx) -> None:
         pass
+
+    def requant_steps(self, a: str, name: str, steps) -> str:
+        """``qmin + #{k : sign * a >= t_k}`` per row: integer comparisons, exact."""
+        b, f = self.builder, self.forms[name]
+        u = b.op("Unsqueeze", [b.op("Mul", [a, b.const(np.array(f.sign, dtype=np.int64))]),
+                               b.const(np.array([-1], dtype=np.int64))])
+        t = f.thr if len(f.steps) > 1 else f.thr[0]
+        ge = b.op("Cast", [b.op("GreaterOrEqual", [u, b.const(t.astype(np.int64))])], to="int64")
+        count = b.op("ReduceSum", [ge, b.const(np.array([-1], dtype=np.int64))], keepdims=0)
+        return b.op("Add", [count, b.const(np.array(f.qmin, dtype=np.int64))])
 
     def const(self, codes: np.ndarray) -> str:
         return self.builder.const(np.asarray(codes, dtype=np.int64))
@@ -275,45 +360,65 @@ def named(A, name: str, x: Fx) -> Fx:
 
 
 def add(A, a: Fx, b: Fx) -> Fx:
-    """Exact sum: the coarser operand is shifted onto the finer grid."""
+    """Exact sum: the coarser operand is shifted onto the finer grid (of one ``mult``)."""
+    if a.mult != b.mult:
+        raise UnsupportedModelError(f"a sum of two values on different float scales ({float(a.scale):.9g} and "
+                                    f"{float(b.scale):.9g} per code) inside a cell is not supported")
     f = max(a.frac, b.frac)
     av = A.shl(a.v, f - a.frac) if a.frac < f else a.v
     bv = A.shl(b.v, f - b.frac) if b.frac < f else b.v
-    return Fx(A.add(av, bv), f)
+    return Fx(A.add(av, bv), f, a.mult)
 
 
 def mul(A, a: Fx, b: Fx) -> Fx:
     """Exact product."""
-    return Fx(A.mul(a.v, b.v), a.frac + b.frac)
+    return Fx(A.mul(a.v, b.v), a.frac + b.frac, a.mult * b.mult)
 
 
-def requant(A, a: Fx, q: QuantAttrs) -> Fx:
-    return Fx(A.requant(a.v, a.frac, q), q.out.frac)
+def requant(A, a: Fx, q: QuantAttrs, mult: int = 1, name: str | None = None,
+            offsets: list[Fraction] | None = None) -> Fx:
+    """Onto the quantizer ``q`` of scale ``mult * 2**-q.out.frac``: a rounding shift where
+    the scales differ by a power of two, else the exact step ``clamp(R(slope * a + o))``
+    (``offsets``: one ``o`` per row, in output codes, e.g. a bias on another float grid)."""
+    if a.mult == mult and offsets is None:
+        return Fx(A.requant(a.v, a.frac, q), q.out.frac, mult)
+    if name is None:
+        raise ValueError("a float-scale requantization needs the name of its input")
+    slope = a.scale / scale_of(mult, q.out.frac)
+    steps = tuple(Step(slope, Fraction(o), q.rounding, q.qmin, q.qmax) for o in (offsets or [0]))
+    return Fx(A.requant_steps(a.v, name, steps), q.out.frac, mult)
 
 
-def activate(A, a: Fx, q: QuantAttrs, act: Act) -> Fx:
-    """``act(a)`` where ``a`` holds codes of quantizer ``q``: a table lookup."""
+def activate(A, a: Fx, q: QuantAttrs, act: Act, carry: bool = False) -> Fx:
+    """``act(a)`` where ``a`` holds codes of quantizer ``q``: a table lookup.  ``carry``:
+    the table holds the output codes and the value carries the scale's odd part (else
+    payloads ``code * mult`` on the power-of-two grid)."""
     if a.frac != q.out.frac:
         raise ValueError("activation input must be the output of its quantizer")
+    if carry:
+        return Fx(A.lut(a.v, act.codes(q, a.mult), q.qmin), act.out.out.frac, act.mult)
+    if a.mult != 1:
+        raise ValueError("a payload table needs power-of-two input codes")
     return Fx(A.lut(a.v, act.table(q), q.qmin), act.out.out.frac)
 
 
 def const_minus(A, k: int, a: Fx) -> Fx:
-    """``k * 2**-a.frac - a`` exactly (e.g. ``1 - z`` with ``k = 2**a.frac``)."""
-    return Fx(A.add(A.const(np.array(k, dtype=np.int64)), A.mul(a.v, A.const(np.array(-1, dtype=np.int64)))), a.frac)
+    """``k * mult * 2**-a.frac - a`` exactly (e.g. ``1 - z`` with ``k = 2**a.frac``)."""
+    return Fx(A.add(A.const(np.array(k, dtype=np.int64)), A.mul(a.v, A.const(np.array(-1, dtype=np.int64)))), a.frac,
+              a.mult)
 
 
 def linear(A, x: Fx, w: Weights, bias: Fx | None = None, conv: bool = False) -> Fx:
     """``W x (+ b)`` exactly: integer products of codes at ``frac_x + frac_w``."""
-    acc = Fx((A.conv if conv else A.matmul)(x.v, w.codes), x.frac + w.frac)
+    acc = Fx((A.conv if conv else A.matmul)(x.v, w.codes), x.frac + w.frac, x.mult * w.mult)
     return add(A, acc, bias) if bias is not None else acc
 
 
-def bias_fx(A, codes: np.ndarray | None, frac: int, conv: bool = False) -> Fx | None:
+def bias_fx(A, codes: np.ndarray | None, frac: int, conv: bool = False, mult: int = 1) -> Fx | None:
     if codes is None:
         return None
     c = np.asarray(codes, dtype=np.int64)
-    return Fx(A.const(c.reshape(-1, 1, 1) if conv else c), frac)
+    return Fx(A.const(c.reshape(-1, 1, 1) if conv else c), frac, mult)
 
 
 
@@ -323,6 +428,8 @@ def bias_fx(A, codes: np.ndarray | None, frac: int, conv: bool = False) -> Fx | 
 
 
 AttrsT = TypeVar("AttrsT")
+#: One interval analysis per attrs object and input type (its proofs are not repeated).
+_ANALYSES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def cell_matrices(cell) -> list[Weights]:
@@ -351,6 +458,8 @@ class CellOp(OpDef[AttrsT], Generic[AttrsT]):
     """An op made of quantized recurrent cells (LSTM, GRU, ConvLSTM): reads a sequence."""
 
     traits = frozenset({Trait.SEQUENCE})
+    #: its values carry their float scales (tables hold codes; :func:`activate` ``carry``)
+    carries_scales = False
 
     @abstractmethod
     def cells(self, attrs) -> list:
@@ -414,11 +523,23 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
     def cells(self, attrs) -> list:
         return [attrs]
 
+    def state_mults(self, attrs) -> list[int]:
+        """The odd part of each state's scale (1: power-of-two scales)."""
+        return [1] * len(self.state_quants(attrs))
+
+    def input_scale(self, attrs, x: TensorType) -> tuple[int, int]:
+        """``(frac, mult)`` of the input codes."""
+        return x.ftype.frac, 1
+
     def analyze(self, attrs, x: TensorType) -> IntervalArith:
-        A = IntervalArith()
-        state = [Fx((q.qmin, q.qmax), q.out.frac) for q in self.state_quants(attrs)]
-        self.step(A, attrs, Fx((x.lo, x.hi), x.ftype.frac), state)
-        return A
+        key = (x.lo, x.hi, x.ftype)
+        cache = _ANALYSES.setdefault(attrs, {})
+        if key not in cache:
+            A = IntervalArith()
+            state = [Fx((q.qmin, q.qmax), q.out.frac, m) for q, m in zip(self.state_quants(attrs), self.state_mults(attrs))]
+            self.step(A, attrs, Fx((x.lo, x.hi), *self.input_scale(attrs, x)), state)
+            cache[key] = A
+        return cache[key]
 
     def infer(self, attrs, ins, node):
         (x,) = ins
@@ -426,10 +547,14 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
         h0 = self.initial(attrs)[0]
         shape = (x.shape[0], *h0.shape) if attrs.return_sequences else h0.shape
         lo, hi = A.ranges["h_new"]
-        return TensorType(tuple(shape), self.state_quants(attrs)[0].out, lo, hi)
+        out = self.state_quants(attrs)[0].out
+        if self.state_mults(attrs)[0] != 1:  # codes; their float scale is carried by the graph
+            out = FixedType(out.width, 0, out.signed)
+        return TensorType(tuple(shape), out, lo, hi)
 
     def _run(self, A, attrs, xs_t: list, broadcast) -> list:
-        state = [Fx(broadcast(v), q.out.frac) for v, q in zip(self.initial(attrs), self.state_quants(attrs))]
+        state = [Fx(broadcast(v), q.out.frac, m)
+                 for v, q, m in zip(self.initial(attrs), self.state_quants(attrs), self.state_mults(attrs))]
         hs = []
         for t in (reversed(range(len(xs_t))) if attrs.reverse else range(len(xs_t))):
             state = self.step(A, attrs, xs_t[t], state)
@@ -439,13 +564,17 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
     def semantics(self, attrs, xs, ins, out):
         x = xs[0].astype(np.int64)
         n = len(x)
-        steps = [Fx(x[:, t], ins[0].ftype.frac) for t in range(x.shape[1])]
-        hs = self._run(NumpyArith(), attrs, steps, lambda v: np.broadcast_to(v.astype(np.int64), (n, *v.shape)).copy())
+        scale = self.input_scale(attrs, ins[0])
+        steps = [Fx(x[:, t], *scale) for t in range(x.shape[1])]
+        forms = self.analyze(attrs, ins[0]).forms
+        hs = self._run(NumpyArith(forms), attrs, steps,
+                       lambda v: np.broadcast_to(v.astype(np.int64), (n, *v.shape)).copy())
         return np.stack([h.v for h in hs], axis=1) if attrs.return_sequences else hs[-1].v
 
     def onnx_reference(self, attrs, builder, xs, ins, out):
-        A = OnnxArith(builder)
-        steps = [Fx(builder.op("Gather", [xs[0], builder.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
+        A = OnnxArith(builder, self.analyze(attrs, ins[0]).forms)
+        scale = self.input_scale(attrs, ins[0])
+        steps = [Fx(builder.op("Gather", [xs[0], builder.const(np.array(t, dtype=np.int64))], axis=1), *scale)
                  for t in range(ins[0].shape[0])]
         # zeros of shape (N, 1, ...): the batch size for broadcasting the initial states
         nd = len(ins[0].shape) - 1

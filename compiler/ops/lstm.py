@@ -22,15 +22,18 @@ with ConvLSTM).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from ...hls_templates import render
+from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from . import cellprog as cp
 from .cellhls import (add_weights_layer, bias_codes, check_dense_cell, check_table_inputs, cint, codebook, gate_tables,
                       int_precision, quant_fields, recurrent_work, require_zero_states, sequence_extension, shift)
 from .quant import Attrs as QuantAttrs
+from .rounding import Rounding
 
 GATES = ("i", "f", "c", "o")
 
@@ -43,6 +46,23 @@ class Gate:
     bias_frac: int
     acc: QuantAttrs  # the gate's accumulator quantizer
     act: cp.Act  # sigmoid (i, f, o) or tanh (c) with its output quantizer
+    acc_mult: int = 1  # the accumulator quantizer's scale is acc_mult * 2**-acc.out.frac
+    bias_mult: int = 1  # the biases are bias * bias_mult * 2**-bias_frac
+
+
+def scaled(gate: Gate, dot: cp.Fx) -> bool:
+    """Whether the gate's requantization is a float-scale step (the bias then becomes its
+    per-row offset) rather than a shift of the exact sum."""
+    return dot.mult != gate.acc_mult or (gate.bias is not None and gate.bias_mult != dot.mult)
+
+
+def bias_offsets(gate: Gate) -> list[Fraction]:
+    """The bias of each row in codes of the accumulator quantizer, exactly."""
+    rows = gate.wh.codes.shape[0]
+    if gate.bias is None:
+        return [Fraction(0)] * rows
+    unit = cp.scale_of(gate.bias_mult, gate.bias_frac) / cp.scale_of(gate.acc_mult, gate.acc.out.frac)
+    return [int(b) * unit for b in np.asarray(gate.bias).reshape(-1)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +76,9 @@ class Attrs:
     cifg: bool = False
     reverse: bool = False
     return_sequences: bool = True
+    cell_mult: int = 1  # float scales: the cell state's and output's scales are mult * 2**-frac
+    out_mult: int = 1
+    x_scale: tuple[int, int] | None = None  # (frac, mult) of float-scaled input codes
 
     @property
     def hidden(self) -> int:
@@ -68,38 +91,56 @@ def gate_acc(A, x: cp.Fx | None, h: cp.Fx, gate: Gate, name: str, conv: bool = F
     acc = cp.named(A, f"{name}_ah", cp.linear(A, h, gate.wh, conv=conv))
     if x is not None:
         acc = cp.add(A, cp.named(A, f"{name}_ax", cp.linear(A, x, gate.wx, conv=conv)), acc)
-    if gate.bias is not None:
-        acc = cp.add(A, acc, cp.bias_fx(A, gate.bias, gate.bias_frac, conv=conv))
+    if gate.bias is not None and not scaled(gate, acc):
+        acc = cp.add(A, acc, cp.bias_fx(A, gate.bias, gate.bias_frac, conv=conv, mult=gate.bias_mult))
     return cp.named(A, f"{name}_acc", acc)
 
 
 def gated_state(A, accs: dict, gates: dict, c: cp.Fx, cell: QuantAttrs, cell_act: cp.Act, out: QuantAttrs,
-                cifg: bool) -> tuple[cp.Fx, cp.Fx]:
-    """LSTM gating from the four exact gate accumulators (shared with ConvLSTM)."""
+                cifg: bool, carry: bool = False, cell_mult: int = 1, out_mult: int = 1) -> tuple[cp.Fx, cp.Fx]:
+    """LSTM gating from the four exact gate accumulators (shared with ConvLSTM).  ``carry``:
+    activations are codes whose values carry their float scales (:func:`.cellprog.activate`);
+    a requantization between scales that differ by more than a power of two is the exact
+    step of :func:`.cellprog.requant`."""
     a = {}
     for g in GATES:
         if g == "f" and cifg:
             continue
-        q = cp.named(A, f"{g}_q", cp.requant(A, accs[g], gates[g].acc))
-        a[g] = cp.named(A, f"{g}_act", cp.activate(A, q, gates[g].acc, gates[g].act))
+        gate, acc = gates[g], accs[g]
+        offsets = bias_offsets(gate) if scaled(gate, acc) else None
+        q = cp.named(A, f"{g}_q", cp.requant(A, acc, gate.acc, gate.acc_mult, f"{g}_acc", offsets))
+        a[g] = cp.named(A, f"{g}_act", cp.activate(A, q, gate.acc, gate.act, carry))
     if cifg:
-        a["f"] = cp.named(A, "f_act", cp.const_minus(A, gates["i"].act.one, a["i"]))
-    fc = cp.requant(A, cp.named(A, "fc", cp.mul(A, a["f"], c)), cell)
-    ig = cp.requant(A, cp.named(A, "ig", cp.mul(A, a["i"], a["c"])), cell)
+        one = gates["i"].act.one_code if carry else gates["i"].act.one
+        a["f"] = cp.named(A, "f_act", cp.const_minus(A, one, a["i"]))
+    fc = cp.requant(A, cp.named(A, "fc", cp.mul(A, a["f"], c)), cell, cell_mult, "fc")
+    ig = cp.requant(A, cp.named(A, "ig", cp.mul(A, a["i"], a["c"])), cell, cell_mult, "ig")
     fc, ig = cp.named(A, "fc_q", fc), cp.named(A, "ig_q", ig)
-    c_new = cp.named(A, "c_new", cp.requant(A, cp.named(A, "c_sum", cp.add(A, fc, ig)), cell))
-    t = cp.named(A, "c_tanh", cp.activate(A, c_new, cell, cell_act))
-    h_new = cp.named(A, "h_new", cp.requant(A, cp.named(A, "h_prod", cp.mul(A, a["o"], t)), out))
+    c_new = cp.named(A, "c_new", cp.requant(A, cp.named(A, "c_sum", cp.add(A, fc, ig)), cell, cell_mult))
+    t = cp.named(A, "c_tanh", cp.activate(A, c_new, cell, cell_act, carry))
+    h_new = cp.named(A, "h_new", cp.requant(A, cp.named(A, "h_prod", cp.mul(A, a["o"], t)), out, out_mult, "h_prod"))
     return h_new, c_new
 
 
+def _product_fields(A: cp.IntervalArith, T: dict, p: str, name: str, key: str, q: QuantAttrs) -> dict:
+    """Template fields of one product's requantization: shift (m 1, c 0) or proven step."""
+    form = A.forms.get(p + name)
+    if form is None:
+        return {f"sh_{key}": T[name].frac - q.out.frac, f"{key}_mode": q.rounding.cpp, f"{key}_m": 1, f"{key}_c": 0,
+                f"{key}m_t": cint(T[name])}
+    return {f"sh_{key}": form.shift, f"{key}_mode": Rounding.FLOOR.cpp, f"{key}_m": form.mult, f"{key}_c": form.adds[0],
+            f"{key}m_t": cint(T[f"{name}_ms"])}
+
+
 def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act: cp.Act, oq: QuantAttrs,
-              cifg: bool, has_input: bool = True) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
+              cifg: bool, has_input: bool = True, carry: bool = False,
+              cell_mult: int = 1) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
     """Types, constants and gate structs of one LSTM-gated cell (names in ``A`` prefixed by
-    ``p``); returns (body, concatenated biases, gate tables, cell tanh table)."""
+    ``p``); returns (body, concatenated biases, gate tables, cell tanh table).  A gate with a
+    float-scale requantization holds its proven per-row adds in the bias array."""
     T = {k[len(p):]: v for k, v in A.types.items() if k.startswith(p)}
     H = gates["i"].wh.codes.shape[0]
-    table, offsets = gate_tables([gates[g] for g in GATES])
+    table, offsets = gate_tables([gates[g] for g in GATES], carry)
     biases, blocks = [], []
     for k, g in enumerate(GATES):
         gate = gates[g]
@@ -107,30 +148,51 @@ def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act
             blocks.append(render("rnn/cifg_gate.tpl", name=g, act_t=cint(T["f_act"])))
             biases.append(np.zeros(H, dtype=np.int64))
             continue
-        b, bf = bias_codes(gate.bias, gate.bias_frac, H, T[f"{g}_acc"].frac)
+        form = A.forms.get(f"{p}{g}_acc")
+        if form is None:
+            b, bf = bias_codes(gate.bias, gate.bias_frac, H, T[f"{g}_acc"].frac)
+            rq = {"ms_t": cint(T[f"{g}_acc"]), "scaled": "false", "rq_m": 1, "sh_b": shift(T, f"{g}_acc", bf),
+                  **quant_fields(gate.acc, T[f"{g}_acc"].frac)}
+        else:
+            if any(abs(c) >= 2**53 for c in form.adds):
+                raise UnsupportedModelError(f"gate {g}: a proven add constant needs more than 53 bits")
+            b = np.array(form.adds, dtype=np.int64)
+            rq = {"ms_t": cint(T[f"{g}_acc_ms"]), "scaled": "true", "rq_m": form.mult, "sh_b": 0,
+                  "rq_shift": form.shift, "rq_mode": Rounding.FLOOR.cpp, "qmin": gate.acc.qmin, "qmax": gate.acc.qmax}
         biases.append(b)
         blocks.append(render(
             "rnn/lstm_gate.tpl", name=g, ax_t=cint(T[f"{g}_ax"]) if has_input else "ap_int<2>",
             ah_t=cint(T[f"{g}_ah"]), acc_t=cint(T[f"{g}_acc"]), q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
             sh_ax=shift(T, f"{g}_acc", f"{g}_ax") if has_input else 0, sh_ah=shift(T, f"{g}_acc", f"{g}_ah"),
-            sh_b=shift(T, f"{g}_acc", bf), table_offset=offsets[k], **quant_fields(gate.acc, T[f"{g}_acc"].frac)))
+            table_offset=offsets[k], **rq))
+    fields = {**_product_fields(A, T, p, "fc", "fc", cq), **_product_fields(A, T, p, "ig", "ig", cq),
+              **_product_fields(A, T, p, "h_prod", "hp", oq)}
+    fields["sh_h"], fields["h_m"], fields["h_c"] = fields.pop("sh_hp"), fields.pop("hp_m"), fields.pop("hp_c")
     types = "\n".join([f"    typedef {cint(oq.out)} h_t;", f"    typedef {cint(cq.out)} c_t;",
-                       *(f"    typedef {cint(T[n])} {n}_t;" for n in ("fc", "ig", "fc_q", "ig_q", "c_sum", "c_tanh", "h_prod"))])
+                       *(f"    typedef {cint(T[n])} {n}_t;" for n in ("fc", "ig", "fc_q", "ig_q", "c_sum", "c_tanh", "h_prod")),
+                       *(f"    typedef {fields.pop(k)} {k};" for k in ("fcm_t", "igm_t", "hpm_t"))])
+    i_act = gates["i"].act
     body = render(
-        "rnn/lstm_body.tpl", types=types, gates="\n".join(blocks), cifg_one=gates["i"].act.one,
-        sh_fc=T["fc"].frac - cq.out.frac, sh_ig=T["ig"].frac - cq.out.frac, sh_sum_fc=shift(T, "c_sum", "fc_q"),
-        sh_sum_ig=shift(T, "c_sum", "ig_q"), sh_c=T["c_sum"].frac - cq.out.frac, c_mode=cq.rounding.cpp,
-        c_min=cq.qmin, c_max=cq.qmax, sh_h=T["h_prod"].frac - oq.out.frac, h_mode=oq.rounding.cpp,
-        h_min=oq.qmin, h_max=oq.qmax)
-    return body, np.concatenate(biases), table, cell_act.table(cq)
+        "rnn/lstm_body.tpl", types=types, gates="\n".join(blocks), cifg_one=i_act.one_code if carry else i_act.one,
+        sh_sum_fc=shift(T, "c_sum", "fc_q"), sh_sum_ig=shift(T, "c_sum", "ig_q"), sh_c=T["c_sum"].frac - cq.out.frac,
+        c_mode=cq.rounding.cpp, c_min=cq.qmin, c_max=cq.qmax, h_mode=oq.rounding.cpp, h_min=oq.qmin, h_max=oq.qmax,
+        **fields)
+    return body, np.concatenate(biases), table, cell_act.codes(cq, cell_mult) if carry else cell_act.table(cq)
 
 
 class Lstm(cp.RecurrentOp[Attrs]):
     name = "lstm"
+    carries_scales = True
     extensions = (sequence_extension("TesseraLSTM", "lstm_", ("wx", "wh", "b", "gate_table", "cell_table"), ("cifg",)),)
 
     def state_quants(self, attrs: Attrs):
         return [attrs.out, attrs.cell]
+
+    def state_mults(self, attrs: Attrs):
+        return [attrs.out_mult, attrs.cell_mult]
+
+    def input_scale(self, attrs: Attrs, x: TensorType):
+        return attrs.x_scale if attrs.x_scale is not None else (x.ftype.frac, 1)
 
     def initial(self, attrs: Attrs):
         return [attrs.h0, attrs.c0]
@@ -139,7 +201,8 @@ class Lstm(cp.RecurrentOp[Attrs]):
         h, c = state
         gates = dict(zip(GATES, attrs.gates))
         accs = {g: gate_acc(A, x, h, gates[g], g) for g in GATES if not (g == "f" and attrs.cifg)}
-        return list(gated_state(A, accs, gates, c, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg))
+        return list(gated_state(A, accs, gates, c, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg,
+                                carry=self.carries_scales, cell_mult=attrs.cell_mult, out_mult=attrs.out_mult))
 
     def check(self, attrs: Attrs, x: TensorType, node: str) -> None:
         check_dense_cell("LSTM", attrs, x, node)
@@ -152,7 +215,8 @@ class Lstm(cp.RecurrentOp[Attrs]):
         gates = dict(zip(GATES, attrs.gates))
         kind, stored, wprec = codebook([gates[g].wx for g in GATES] + [gates[g].wh for g in GATES])
         wx, wh = np.concatenate(stored[:4]), np.concatenate(stored[4:])
-        body, b, table, ctable = lstm_body(A, "", gates, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg)
+        body, b, table, ctable = lstm_body(A, "", gates, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg,
+                                           carry=self.carries_scales, cell_mult=attrs.cell_mult)
         body = f"    typedef {cint(x.ftype)} x_t;\n" + body
         add_weights_layer(hls, node, out, x, "TesseraLSTM", {
             "n_hidden": attrs.hidden, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
@@ -163,6 +227,13 @@ class Lstm(cp.RecurrentOp[Attrs]):
             "cell_table": int_precision(int(ctable.min()), int(ctable.max())),
         })
 
+    def form(self, attrs: Attrs, ins, out) -> str:
+        forms = self.analyze(attrs, ins[0]).forms
+        if not forms:
+            return ""
+        widest = max(f.mult.bit_length() + 1 for f in forms.values())
+        return f"{len(forms)} float-scale requantizations: proven multiply-shift, multipliers up to {widest} bits"
+
     def macs(self, attrs, ins, out):
         t, i = ins[0].shape
         gates = 3 if attrs.cifg else 4
@@ -171,8 +242,9 @@ class Lstm(cp.RecurrentOp[Attrs]):
     def cost(self, attrs: Attrs, ins, out, io):
         t, i = ins[0].shape
         gates = 3 if attrs.cifg else 4
-        return recurrent_work(self, attrs, ins, out, states=3, mults=gates * (i + attrs.hidden), taps=i + attrs.hidden,
-                              steps=t * attrs.hidden)
+        steps_ms = len(self.analyze(attrs, ins[0]).forms)  # float-scale requantizations: one multiplier each
+        return recurrent_work(self, attrs, ins, out, states=3, mults=gates * (i + attrs.hidden) + steps_ms,
+                              taps=i + attrs.hidden, steps=t * attrs.hidden)
 
 
 OP = Lstm()

@@ -35,11 +35,13 @@ class Attrs:
     out: QuantAttrs
 
 
-def function_table(function: str, out: QuantAttrs, lo: int, hi: int, frac: int, mult: int = 1) -> np.ndarray:
-    """``out(f(k * 2**-frac))`` for every input code ``k`` in ``[lo, hi]`` (float64 ``f``,
-    then the output quantizer's rounding) where ``out``'s scale is ``mult * 2**-out.out.frac``."""
+def function_table(function: str, out: QuantAttrs, lo: int, hi: int, frac: int, mult: int = 1,
+                   in_mult: int = 1) -> np.ndarray:
+    """``out(f(k * in_mult * 2**-frac))`` for every input code ``k`` in ``[lo, hi]`` (float64
+    ``f`` of the exact input, then the output quantizer's rounding) where ``out``'s scale is
+    ``mult * 2**-out.out.frac``."""
     codes = np.arange(lo, hi + 1, dtype=np.int64)
-    values = FUNCTIONS[function](np.ldexp(codes.astype(np.float64), -frac))
+    values = FUNCTIONS[function](np.ldexp((codes * in_mult).astype(np.float64), -frac))
     return quantize_float(out, values / mult if mult != 1 else values)
 
 

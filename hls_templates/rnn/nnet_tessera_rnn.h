@@ -107,6 +107,13 @@ inline typename G::act_t tessera_lstm_gate(int g, int j, const typename CONFIG_T
     const int row = g * CONFIG_T::n_hidden + j;
     typename G::ax_t ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
     typename G::ah_t ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
+    if (G::scaled) {
+        // a float-scale requantization: the proven clamp((M * sum + C_row) >> s), the bias
+        // (on another float grid) inside the per-row C_row held in b
+        typename G::acc_t acc = ((typename G::acc_t)ax << G::sh_ax) + ((typename G::acc_t)ah << G::sh_ah);
+        typename G::ms_t ms = (typename G::ms_t)((typename G::ms_t)acc * (typename G::ms_t)G::rq_m + (typename G::ms_t)b[row]);
+        return tessera_gate_act<G>(tessera_gate_q<G>(ms), table);
+    }
     typename G::acc_t acc = ((typename G::acc_t)ax << G::sh_ax) + ((typename G::acc_t)ah << G::sh_ah) +
                             ((typename G::acc_t)b[row] << G::sh_b);
     return tessera_gate_act<G>(tessera_gate_q<G>(acc), table);
@@ -141,14 +148,19 @@ inline void tessera_lstm_gating(const typename CELL::gate_i::act_t &ai, const ty
                                 typename CELL::c_t &c, typename CELL::h_t &h_new, const typename CELL::ctable_t *cell_table) {
     typename CELL::fc_t fc = (typename CELL::fc_t)af * (typename CELL::fc_t)c;
     typename CELL::ig_t ig = (typename CELL::ig_t)ai * (typename CELL::ig_t)ac;
-    typename CELL::fc_q_t fcq = tessera_requant<typename CELL::fc_q_t, CELL::sh_fc, CELL::c_mode, CELL::c_min, CELL::c_max>(fc);
-    typename CELL::ig_q_t igq = tessera_requant<typename CELL::ig_q_t, CELL::sh_ig, CELL::c_mode, CELL::c_min, CELL::c_max>(ig);
+    // each product onto its quantizer: a rounding shift (m = 1, c = 0), or on float scales the
+    // proven clamp((m * p + c) >> s) (mode FLOOR)
+    typename CELL::fc_q_t fcq = tessera_requant<typename CELL::fc_q_t, CELL::sh_fc, CELL::fc_mode, CELL::c_min, CELL::c_max>(
+        (typename CELL::fcm_t)((typename CELL::fcm_t)fc * (typename CELL::fcm_t)CELL::fc_m + (typename CELL::fcm_t)CELL::fc_c));
+    typename CELL::ig_q_t igq = tessera_requant<typename CELL::ig_q_t, CELL::sh_ig, CELL::ig_mode, CELL::c_min, CELL::c_max>(
+        (typename CELL::igm_t)((typename CELL::igm_t)ig * (typename CELL::igm_t)CELL::ig_m + (typename CELL::igm_t)CELL::ig_c));
     typename CELL::c_sum_t cs =
         ((typename CELL::c_sum_t)fcq << CELL::sh_sum_fc) + ((typename CELL::c_sum_t)igq << CELL::sh_sum_ig);
     c = tessera_requant<typename CELL::c_t, CELL::sh_c, CELL::c_mode, CELL::c_min, CELL::c_max>(cs);
     typename CELL::c_tanh_t ct = cell_table[(int)(c - CELL::c_min)];
     typename CELL::h_prod_t hp = (typename CELL::h_prod_t)ao * (typename CELL::h_prod_t)ct;
-    h_new = tessera_requant<typename CELL::h_t, CELL::sh_h, CELL::h_mode, CELL::h_min, CELL::h_max>(hp);
+    h_new = tessera_requant<typename CELL::h_t, CELL::sh_h, CELL::hp_mode, CELL::h_min, CELL::h_max>(
+        (typename CELL::hpm_t)((typename CELL::hpm_t)hp * (typename CELL::hpm_t)CELL::h_m + (typename CELL::hpm_t)CELL::h_c));
 }
 
 template <typename CONFIG_T>

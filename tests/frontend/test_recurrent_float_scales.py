@@ -1,11 +1,15 @@
-"""Recurrent cells with float-scale quantizers (frontend/recurrent.py, cellprog.Act).
+"""Recurrent cells with float-scale quantizers (frontend/recurrent.py, cellprog.requant).
 
-Brevitas' default ``QuantLSTM``, before its activation statistics are collected, quantizes
-its sigmoids with ``float32(1/255)`` and its weights with a float scale per gate.  Every such scale is a dyadic rational, so the cell
-stays exact integer arithmetic with shifts: the exact reference equals the user's file run
-in float64 (an executor that shares nothing with the op semantics) on every output, and the
-C-simulation equals the reference.  A float scale where the cell requantizes (an
-accumulator, the cell state, the output) is refused in one line.
+Brevitas' default ``QuantLSTM`` has float scales on all eleven of its quantizers once its
+activation statistics are collected (before that: power-of-two accumulator and io scales and
+``float32(1/255)`` sigmoids), a float scale per gate on its weights, and biases on the grid
+``float32(s_w * s_x)``, which is not the exact product of the two.  Every scale is a dyadic
+rational: a requantization between two scales is the exact step
+``clamp(R(slope * x + offset))`` (the bias as the per-row offset), thresholds in the
+reference and a proven multiply-shift in the kernel.  The exact reference equals the user's
+file run in float64 (an executor that shares nothing with the op semantics) on every
+output, and the C-simulation equals the reference.  Our GRU takes float scales on its
+sigmoid/tanh outputs; a float scale elsewhere in a GRU is refused in one line.
 """
 
 from __future__ import annotations
@@ -64,19 +68,22 @@ def _file(path, x: np.ndarray) -> np.ndarray:
 
 
 def _reference(path, x: np.ndarray) -> tuple[np.ndarray, object]:
+    """The exact reference's real outputs on the real inputs ``x`` (through the input's quantizer)."""
     g = api.load_model(path)
-    codes = run_ir(g, quantize_float(g.input_quant, x))
-    return np.ldexp(codes.astype(np.float64), -g.values[g.output].ftype.frac), g
+    real_in = g.input_map.codes(x) if g.input_map is not None else quantize_float(g.input_quant, x)
+    return g.real(g.output, run_ir(g, real_in)), g
 
 
-@pytest.mark.parametrize("kw", [{}, {"coupled_input_forget_gates": True}, {"weight_bit_width": 4}], ids=["default", "cifg", "w4"])
-def test_default_quant_lstm_equals_the_file(tmp_path, kw):
-    path = _default_lstm(tmp_path, **kw)
+@pytest.mark.parametrize("calibrated,kw", [(False, {}), (True, {}), (True, {"coupled_input_forget_gates": True}),
+                                           (True, {"weight_bit_width": 4})], ids=["initial", "default", "cifg", "w4"])
+def test_default_quant_lstm_equals_the_file(tmp_path, calibrated, kw):
+    path = _default_lstm(tmp_path, calibrated=calibrated, **kw)
     x = _inputs(300)
     got, g = _reference(path, x)
     (node,) = g.nodes
-    mults = {gate.act.mult for gate in node.attrs.gates}
-    assert mults != {1}, "the sigmoid scales should be float (1/255), not powers of two"
+    assert {gate.act.mult for gate in node.attrs.gates} != {1}, "the sigmoid scales should be float"
+    if calibrated:  # every quantizer: the accumulators, the cell state, the output
+        assert 1 not in {gate.acc_mult for gate in node.attrs.gates} | {node.attrs.cell_mult, node.attrs.out_mult}
     want = _file(path, x)
     assert got.shape == want.shape == (300, T, H)
     assert np.array_equal(got, want), f"{int((got != want).sum())} of {got.size} outputs differ from the file"
@@ -104,16 +111,30 @@ def test_our_gru_with_float_sigmoid_scales_equals_the_file(tmp_path):
     assert np.array_equal(got, want), f"{int((got != want).sum())} of {got.size} outputs differ from the file"
 
 
-def test_float_scale_where_the_cell_requantizes_is_refused(tmp_path):
-    path = _default_lstm(tmp_path, calibrated=True)  # every quantizer has a float scale, the output's first
-    line = refused_in_one_line(path, "output quantizer scale")
-    assert "QuantLSTMCell" in line and "is not a power of two" in line, line
+def test_float_scale_where_a_gru_requantizes_is_refused(tmp_path):
+    from brevitas.nn import QuantIdentity
+
+    from tessera.models.rnn.cells import QuantGRU
+    from tessera.models.rnn.export import export_gru
+
+    torch.manual_seed(0)
+    m = QuantGRU(I, 6)
+    m.reset_acc_quant = QuantIdentity(return_quant_tensor=False)  # brevitas' default: a float scale from statistics
+    with torch.no_grad():
+        for _ in range(3):
+            m(torch.randn(16, T, I))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = export_gru(m.eval(), tmp_path / "gru.onnx", seq_len=T)
+    line = refused_in_one_line(path, "reset_acc quantizer scale")
+    assert "QuantGRUCell" in line and "is not a power of two" in line, line
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("io_type,kw", [("parallel", {}), ("stream", {"coupled_input_forget_gates": True})], ids=["parallel", "stream-cifg"])
-def test_default_quant_lstm_csim_verifies(tmp_path, io_type, kw):
-    path = _default_lstm(tmp_path, seed=3, **kw)
+@pytest.mark.parametrize("io_type,calibrated,kw", [("parallel", True, {}), ("stream", True, {"coupled_input_forget_gates": True}),
+                                                   ("stream", False, {})], ids=["parallel", "stream-cifg", "stream-initial"])
+def test_default_quant_lstm_csim_verifies(tmp_path, io_type, calibrated, kw):
+    path = _default_lstm(tmp_path, seed=3, calibrated=calibrated, **kw)
     x = _inputs(100, seed=4)
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "file.npy", _file(path, x))  # the file's own outputs, float64
