@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.meaning import CodeScale
-from ..ir.types import FixedType, dyadic_codes, power_of_two_exponent
+from ..ir.types import FixedType, dyadic_codes
 from ..ops import cellprog as cp
 from ..ops import convlstm, gru, lstm, quant
 from ..ops.rounding import Rounding
@@ -57,16 +57,13 @@ def _scale(node, what: str, scale, float_ok: bool = False) -> tuple[int, int]:
     where = f"node '{node.name}' ({node.op_type}): {what} quantizer scale {scale.ravel()[:2]}"
     if scale.size != 1 or not np.isfinite(scale).all() or float(scale.ravel()[0]) <= 0:
         raise UnsupportedModelError(f"{where} is not one positive number")
-    exp = power_of_two_exponent(scale)
-    if exp is not None:
-        return -int(exp.ravel()[0]), 1
-    if not float_ok and what not in FLOAT_SCALE_OK:
+    frac, mult = _dyadic(Fraction(float(scale.ravel()[0])))
+    if mult != 1 and not float_ok and what not in FLOAT_SCALE_OK:
         raise UnsupportedModelError(f"{where} is not a power of two; in a {node.op_type} only a sigmoid or tanh "
                                     "output may have a float scale (a QuantLSTMCell takes float scales everywhere)")
-    codes, frac = dyadic_codes(scale.reshape(1), max_frac=160)
-    if int(codes[0]) >= 1 << 30:
+    if mult >= 1 << 30:
         raise UnsupportedModelError(f"{where} has more than 30 significant bits (a float64 scale); float32 scales are supported")
-    return frac, int(codes[0])
+    return frac, mult
 
 
 def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding, float_ok: bool = False) -> tuple[quant.Attrs, int]:
@@ -189,7 +186,15 @@ def _input_scale(imp, node, x) -> tuple[int, int] | None:
     if len(scale.scale) != 1 or any(z != 0 for z in scale.zero):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): its input has per-channel scales or a zero "
                                     "point; not supported")
-    return _dyadic(scale.scale[0])
+    try:
+        frac, mult = _dyadic(scale.scale[0])
+    except ValueError:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): its input's scale {float(scale.scale[0]):.9g} is "
+                                    "not a fixed-point number (quantize the input first)") from None
+    if mult >= 1 << 30:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): its input's scale has more than 30 significant "
+                                    "bits; float32 scales are supported")
+    return frac, mult
 
 
 def import_gru(imp, node) -> None:

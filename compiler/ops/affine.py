@@ -183,13 +183,15 @@ def _fit(step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray], shift: in
     return ms if ms.product_bits(lo, hi) <= MAX_PRODUCT_BITS and prove(step, ms, lo, hi, sign_t) else None
 
 
-def shared_multiply_shift(steps: list[Step], lo: int, hi: int) -> tuple[int, list[int], int] | None:
+def shared_multiply_shift(steps: list[Step], lo: int, hi: int,
+                          sign_ts: list[tuple[int, np.ndarray]] | None = None) -> tuple[int, list[int], int] | None:
     """``(M, [C_k], s)``: one multiplier and shift for steps of one slope that differ in
     their offsets (a bias per row), each ``clamp((M x + C_k) >> s) == steps[k].exact(x)``
-    proven on ``[lo, hi]``; None when none fits :data:`MAX_PRODUCT_BITS`."""
+    proven on ``[lo, hi]``; None when none fits :data:`MAX_PRODUCT_BITS`.  ``sign_ts``: the
+    steps' :func:`thresholds`, when the caller has them."""
     if len({s.slope for s in steps}) != 1:
         raise ValueError("the steps must share one slope")
-    sign_ts = [thresholds(s, lo, hi) for s in steps]
+    sign_ts = sign_ts if sign_ts is not None else [thresholds(s, lo, hi) for s in steps]
     if len({st[0] for st in sign_ts}) != 1:
         return None
     width = max(abs(lo), abs(hi), 1).bit_length()

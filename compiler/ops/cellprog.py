@@ -12,9 +12,10 @@ same code then runs on
 * :class:`IntervalArith` -- exact code intervals of every named intermediate, from which
   the HLS kernel's types are derived (no overflow for any input the declared types allow).
 
-Values are :class:`Fx` pairs ``(payload, frac)``: real value ``code * 2**-frac``.  The frac
-bookkeeping (alignment before an addition, the frac of a product, the shift of a
-requantization) lives only in the helpers of this module.
+Values are :class:`Fx` ``(payload, frac, mult)``: real value ``code * mult * 2**-frac``
+(``mult`` the odd part of a float scale, 1 on power-of-two grids).  The bookkeeping
+(alignment before an addition, the scale of a product, the shift or the proven float-scale
+step of a requantization) lives only in the helpers of this module.
 """
 
 from __future__ import annotations
@@ -113,9 +114,10 @@ class Act:
 
     The output quantizer's scale is ``mult * 2**-out.out.frac``: a power of two
     (``mult == 1``) or any float scale (every float is such a dyadic rational, ``mult``
-    odd; brevitas' default sigmoid quantizer has ``float32(1/255)``).  The table holds
-    payloads on the ``2**-out.out.frac`` grid, ``code * mult``, so every product and
-    requantization after it stays an exact integer operation with a shift."""
+    odd; brevitas' default sigmoid quantizer has ``float32(1/255)``).  :meth:`codes` is the
+    table of output codes (a cell whose values carry their scales, the LSTM);
+    :meth:`table` holds payloads ``code * mult`` on the ``2**-out.out.frac`` grid, so the
+    products and shifts after it stay on power-of-two grids (GRU, ConvLSTM)."""
 
     function: str  # sigmoid | tanh
     out: QuantAttrs
@@ -231,7 +233,7 @@ class IntervalArith:
         kernel's product ``M * x + C`` is recorded as ``<name>_ms``."""
         lo, hi = a
         st = [thresholds(s, lo, hi) for s in steps]
-        found = shared_multiply_shift(list(steps), lo, hi)
+        found = shared_multiply_shift(list(steps), lo, hi, st)
         if found is None:
             raise UnsupportedModelError(f"{name}: no proven multiply-shift for its float-scale requantization")
         mult, adds, shift = found

@@ -13,6 +13,11 @@ with CIFG (``cifg=1``): ``f = Qsig_i(1) - i`` (brevitas: "1 - input gate", the o
 quantized by the input sigmoid's quantizer).  ``reverse`` processes the steps last to
 first; outputs stay in processing order (as brevitas' cell returns them).
 
+Float scales (brevitas' default quantizers) on any quantizer, the weights, the input and
+the output: the values carry their scales' odd parts and a requantization between scales
+that are not a power of two apart is the proven step of :func:`.cellprog.requant` (the bias
+of another float grid as its per-row offset).
+
 The step is written once (:func:`step`) on :mod:`.cellprog`'s interface and executed by
 the integer semantics, the onnxruntime reference and the interval analysis that types the
 HLS kernel (``hls_templates/rnn``, lowered here as ``TesseraLSTM``; the gated body is shared
