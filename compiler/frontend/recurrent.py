@@ -31,12 +31,11 @@ LSTM_QUANTIZERS = ("output", "cell_state", "input_acc", "forget_acc", "cell_acc"
 GRU_QUANTIZERS = ("reset_acc", "update_acc", "new_acc", "reset_sigmoid", "update_sigmoid", "new_tanh", "output")
 
 
-#: The quantizers of a GRU / ConvLSTM cell that end a table (a sigmoid or tanh): any float
-#: scale is exact there (cellprog.Act payloads); their other quantizers are requantized onto
-#: by a shift.  A QuantLSTMCell takes float scales on every quantizer (the proven steps of
-#: cellprog.requant).
-FLOAT_SCALE_OK = {"input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh",
-                  "reset_sigmoid", "update_sigmoid", "new_tanh"}
+#: The quantizers of a ConvLSTM cell that end a table (a sigmoid or tanh): any float scale
+#: is exact there (cellprog.Act payloads); its other quantizers are requantized onto by a
+#: shift.  A QuantLSTMCell and a QuantGRUCell take float scales on every quantizer (the
+#: proven steps of cellprog.requant).
+FLOAT_SCALE_OK = {"input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh"}
 
 
 def _dyadic(scale: Fraction) -> tuple[int, int]:
@@ -83,13 +82,13 @@ def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding, float_ok:
     return quant.Attrs(FixedType(int(b), frac, bool(signed)), bool(narrow), mode), mult
 
 
-def _attr_quants(imp, node, names) -> tuple[dict, dict]:
+def _attr_quants(imp, node, names, float_ok: bool = False) -> tuple[dict, dict]:
     """Quantizers given as ``<q>_scale`` / ``<q>_bit_width`` / ... attributes, and their multipliers."""
     qs, mults = {}, {}
     for q in names:
         qs[q], mults[q] = _quant(node, q, imp.attr(node, f"{q}_scale"), None, imp.attr(node, f"{q}_bit_width"),
                                  imp.attr(node, f"{q}_signed", 1), imp.attr(node, f"{q}_narrow", 0),
-                                 imp.attr(node, f"{q}_rounding_mode", "ROUND"))
+                                 imp.attr(node, f"{q}_rounding_mode", "ROUND"), float_ok)
     return qs, mults
 
 
@@ -173,9 +172,13 @@ def import_lstm(imp, node) -> None:
                        cifg=bool(imp.attr(node, "cifg", 0)), reverse=bool(imp.attr(node, "reverse_input", 0)),
                        cell_mult=mults["cell_state"], out_mult=mults["output"], x_scale=x_scale)
     imp.add(node, lstm.OP, [x], attrs, reads_real=x_scale is not None)
-    if mults["output"] != 1:  # the output codes carry the output quantizer's float scale
-        out_q = qs["output"]
-        imp.graph.scales[node.output[0]] = CodeScale((cp.scale_of(mults["output"], out_q.out.frac),), (Fraction(0),))
+    _output_scale(imp, node, qs["output"], mults["output"])
+
+
+def _output_scale(imp, node, out_q: quant.Attrs, mult: int) -> None:
+    """A float-scale output: its codes carry the output quantizer's scale in the graph."""
+    if mult != 1:
+        imp.graph.scales[node.output[0]] = CodeScale((cp.scale_of(mult, out_q.out.frac),), (Fraction(0),))
 
 
 def _input_scale(imp, node, x) -> tuple[int, int] | None:
@@ -201,26 +204,31 @@ def import_gru(imp, node) -> None:
     """Tessera ``QuantGRUCell`` -> ``gru``."""
     _common(imp, node)
     x = imp.value(node.input[0], node)
+    x_scale = _input_scale(imp, node, x)
     c = [None] + [imp.const_or_none(n, node) for n in node.input[1:]] + [None] * (6 - len(node.input))
     h0, w_ih, w_hh, b_ih, b_hh = c[1:6]
     if w_ih is None or w_hh is None:
         raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): weights must be constant")
-    qs, mults = _attr_quants(imp, node, GRU_QUANTIZERS)
+    qs, mults = _attr_quants(imp, node, GRU_QUANTIZERS, float_ok=True)
     hidden = int(imp.attr(node, "hidden_size", w_hh.shape[1]))
     if str(imp.attr(node, "gate_order", "rzn")) != "rzn" or w_ih.shape[0] != 3 * hidden or w_hh.shape != (3 * hidden, hidden):
         raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): expects gate order rzn and (3H, .) weights")
+    wxs = _factored([_weights(node, w_ih[k * hidden:(k + 1) * hidden], f"input weights of gate {g}")
+                     for k, g in enumerate(gru.GATES)])
+    whs = _factored([_weights(node, w_hh[k * hidden:(k + 1) * hidden], f"hidden weights of gate {g}")
+                     for k, g in enumerate(gru.GATES)])
     gates = []
     for k, (g, acc, act) in enumerate(zip(gru.GATES, ("reset_acc", "update_acc", "new_acc"),
                                           ("reset_sigmoid", "update_sigmoid", "new_tanh"))):
         rows = slice(k * hidden, (k + 1) * hidden)
         bx, bxf = _bias(node, None if b_ih is None else np.asarray(b_ih).reshape(-1)[rows], f"input bias of gate {g}")
         bh, bhf = _bias(node, None if b_hh is None else np.asarray(b_hh).reshape(-1)[rows], f"hidden bias of gate {g}")
-        gates.append(gru.Gate(_weights(node, w_ih[rows], f"input weights of gate {g}"),
-                              _weights(node, w_hh[rows], f"hidden weights of gate {g}"), bx, bxf, bh, bhf, qs[acc],
-                              cp.Act("tanh" if g == "n" else "sigmoid", qs[act], mults[act])))
-    attrs = gru.Attrs(tuple(gates), qs["output"], _state_codes(node, h0, qs["output"], hidden, "H0"),
-                      reverse=bool(imp.attr(node, "reverse_input", 0)))
-    imp.add(node, gru.OP, [x], attrs)
+        gates.append(gru.Gate(wxs[k], whs[k], bx, bxf, bh, bhf, qs[acc],
+                              cp.Act("tanh" if g == "n" else "sigmoid", qs[act], mults[act]), acc_mult=mults[acc]))
+    attrs = gru.Attrs(tuple(gates), qs["output"], _state_codes(node, h0, qs["output"], hidden, "H0", mults["output"]),
+                      reverse=bool(imp.attr(node, "reverse_input", 0)), out_mult=mults["output"], x_scale=x_scale)
+    imp.add(node, gru.OP, [x], attrs, reads_real=x_scale is not None)
+    _output_scale(imp, node, qs["output"], mults["output"])
 
 
 CONVLSTM_QUANTIZERS = ("input_acc", "forget_acc", "cell_acc", "output_acc", "input_sigmoid", "forget_sigmoid",

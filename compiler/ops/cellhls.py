@@ -20,6 +20,7 @@ from . import cellprog as cp
 from .base import Layout
 from .extension import Extension, Weight, out_shape_attr, weight_types
 from .quant import Attrs as QuantAttrs
+from .rounding import Rounding
 from .work import Work, bits, linear_work
 
 
@@ -54,6 +55,28 @@ def shift(types: dict, to: str, frm: str | int) -> int:
 def quant_fields(q: QuantAttrs, in_frac: int) -> dict:
     """Template fields of one requantization (shift, rounding mode, clamp)."""
     return {"rq_shift": in_frac - q.out.frac, "rq_mode": q.rounding.cpp, "qmin": q.qmin, "qmax": q.qmax}
+
+
+def requant_fields(A: cp.IntervalArith, name: str, q: QuantAttrs, key: str, thr: list | None = None) -> dict:
+    """Template fields of the requantization of ``name`` onto ``q``: ``(x * m + c) >> shift``
+    with rounding and clamp, ``m`` 1 and ``c`` 0 for a rounding shift, else the proven
+    multiply-shift of a float-scale step (rounding already in ``c``: floor); or, where no
+    multiply-shift fits, ``q.qmax - q.qmin`` thresholds appended to ``thr`` (at ``<key>_thr_at``)."""
+    form = A.forms.get(name)
+    fields = {f"{key}_thr": "false", f"{key}_thr_at": 0}
+    if form is None:
+        return {**fields, f"{key}_shift": A.types[name].frac - q.out.frac, f"{key}_mode": q.rounding.cpp,
+                f"{key}_m": 1, f"{key}_c": 0, f"{key}_ms_t": cint(A.types[name])}
+    if form.mult is None:
+        t = [int(v) for v in form.thr[0]]
+        if thr is None or form.sign != 1 or any(abs(v) >= 2**53 for v in t):
+            raise UnsupportedModelError(f"{name}: its float-scale requantization has no proven multiply-shift")
+        fields = {f"{key}_thr": "true", f"{key}_thr_at": len(thr)}
+        thr.extend(t)
+        return {**fields, f"{key}_shift": 0, f"{key}_mode": Rounding.FLOOR.cpp, f"{key}_m": 1, f"{key}_c": 0,
+                f"{key}_ms_t": cint(A.types[name])}
+    return {**fields, f"{key}_shift": form.shift, f"{key}_mode": Rounding.FLOOR.cpp, f"{key}_m": form.mult,
+            f"{key}_c": form.adds[0], f"{key}_ms_t": cint(A.types[f"{name}_ms"])}
 
 
 def gate_tables(gates, carry: bool = False) -> tuple[np.ndarray, list[int]]:
@@ -159,4 +182,4 @@ def check_dense_cell(what: str, attrs, x: TensorType, node: str) -> None:
 
 __all__ = ["add_weights_layer", "bias_codes", "check_biases", "check_dense_cell", "check_table_inputs", "cint",
            "codebook", "frames_extension", "gate_tables", "int_precision", "quant_fields", "recurrent_work",
-           "require_zero_states", "sequence_extension", "shift", "typedefs"]
+           "requant_fields", "require_zero_states", "sequence_extension", "shift", "typedefs"]

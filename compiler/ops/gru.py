@@ -21,7 +21,7 @@ from ...hls_templates import render
 from ..ir.types import TensorType
 from . import cellprog as cp
 from .cellhls import (add_weights_layer, bias_codes, check_dense_cell, check_table_inputs, cint, codebook, gate_tables,
-                      int_precision, quant_fields, recurrent_work, require_zero_states, sequence_extension, shift,
+                      int_precision, recurrent_work, requant_fields, require_zero_states, sequence_extension, shift,
                       typedefs)
 from .quant import Attrs as QuantAttrs
 
@@ -38,6 +38,7 @@ class Gate:
     bh_frac: int
     acc: QuantAttrs
     act: cp.Act
+    acc_mult: int = 1  # the accumulator quantizer's scale is acc_mult * 2**-acc.out.frac
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +48,8 @@ class Attrs:
     h0: np.ndarray
     reverse: bool = False
     return_sequences: bool = True
+    out_mult: int = 1  # float scales: the output's scale is out_mult * 2**-out.out.frac
+    x_scale: tuple[int, int] | None = None  # (frac, mult) of float-scaled input codes
 
     @property
     def hidden(self) -> int:
@@ -55,10 +58,18 @@ class Attrs:
 
 class Gru(cp.RecurrentOp[Attrs]):
     name = "gru"
-    extensions = (sequence_extension("TesseraGRU", "gru_", ("wx", "wh", "bx", "bh", "gate_table"), ()),)
+    carries_scales = True
+    threshold_kernels = True
+    extensions = (sequence_extension("TesseraGRU", "gru_", ("wx", "wh", "bx", "bh", "gate_table", "thr"), ()),)
 
     def state_quants(self, attrs: Attrs):
         return [attrs.out]
+
+    def state_mults(self, attrs: Attrs):
+        return [attrs.out_mult]
+
+    def input_scale(self, attrs: Attrs, x: TensorType):
+        return attrs.x_scale if attrs.x_scale is not None else (x.ftype.frac, 1)
 
     def initial(self, attrs: Attrs):
         return [attrs.h0]
@@ -77,14 +88,14 @@ class Gru(cp.RecurrentOp[Attrs]):
             if name == "n":
                 gh = cp.named(A, "n_rgh", cp.mul(A, a["r"], gh))
             acc = cp.named(A, f"{name}_acc", cp.add(A, gi, gh))
-            q = cp.named(A, f"{name}_q", cp.requant(A, acc, g.acc))
-            a[name] = cp.named(A, f"{name}_act", cp.activate(A, q, g.acc, g.act))
+            q = cp.named(A, f"{name}_q", cp.requant(A, acc, g.acc, g.acc_mult, f"{name}_acc"))
+            a[name] = cp.named(A, f"{name}_act", cp.activate(A, q, g.acc, g.act, carry=True))
         z = a["z"]
         keep = cp.named(A, "z_h", cp.mul(A, z, h))
-        one_minus_z = cp.named(A, "one_minus_z", cp.const_minus(A, 1 << z.frac, z))
+        one_minus_z = cp.named(A, "one_minus_z", cp.one_minus(A, z))
         new = cp.named(A, "zn", cp.mul(A, one_minus_z, a["n"]))
         total = cp.named(A, "h_sum", cp.add(A, new, keep))
-        return [cp.named(A, "h_new", cp.requant(A, total, attrs.out))]
+        return [cp.named(A, "h_new", cp.requant(A, total, attrs.out, attrs.out_mult, "h_sum"))]
 
     def check(self, attrs: Attrs, x: TensorType, node: str) -> None:
         check_dense_cell("GRU", attrs, x, node)
@@ -97,37 +108,57 @@ class Gru(cp.RecurrentOp[Attrs]):
         H = attrs.hidden
         kind, stored, wprec = codebook([g.wx for g in attrs.gates] + [g.wh for g in attrs.gates])
         wx, wh = np.concatenate(stored[:3]), np.concatenate(stored[3:])
-        table, offsets = gate_tables(attrs.gates)
+        table, offsets = gate_tables(attrs.gates, carry=True)
         T = A.types
-        bxs, bhs, gate_blocks = [], [], []
+
+        def fac(to: str, frm: str | int) -> int:  # the multiplier of an operand of a sum (float scales)
+            return cp.factor(frm if isinstance(frm, int) else A.mults[frm], A.mults[to])
+
+        bxs, bhs, gate_blocks, thr = [], [], [], []
         for k, (g, gate) in enumerate(zip(GATES, attrs.gates)):
             bx, bxf = bias_codes(gate.bx, gate.bx_frac, H, T[f"{g}_gi"].frac)
             bh, bhf = bias_codes(gate.bh, gate.bh_frac, H, T[f"{g}_gh"].frac)
             bxs.append(bx)
             bhs.append(bh)
             gh_name = "n_rgh" if g == "n" else f"{g}_gh"
+            gi, gh, acc = f"{g}_gi", f"{g}_gh", f"{g}_acc"
             gate_blocks.append(render(
                 "rnn/gru_gate.tpl", name=g, ax_t=cint(T[f"{g}_ax"]), ah_t=cint(T[f"{g}_ah"]),
-                gi_t=cint(T[f"{g}_gi"]), gh_t=cint(T[f"{g}_gh"]), acc_t=cint(T[f"{g}_acc"]),
-                q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
-                sh_ax=shift(T, f"{g}_gi", f"{g}_ax"), sh_bx=shift(T, f"{g}_gi", bxf),
-                sh_ah=shift(T, f"{g}_gh", f"{g}_ah"), sh_bh=shift(T, f"{g}_gh", bhf),
-                sh_gi=shift(T, f"{g}_acc", f"{g}_gi"), sh_gh=shift(T, f"{g}_acc", gh_name),
-                table_offset=offsets[k], **quant_fields(gate.acc, T[f"{g}_acc"].frac)))
+                gi_t=cint(T[gi]), gh_t=cint(T[gh]), acc_t=cint(T[acc]), q_t=cint(T[f"{g}_q"]),
+                act_t=cint(T[f"{g}_act"]), sh_ax=shift(T, gi, f"{g}_ax"), sh_bx=shift(T, gi, bxf),
+                sh_ah=shift(T, gh, f"{g}_ah"), sh_bh=shift(T, gh, bhf), sh_gi=shift(T, acc, gi),
+                sh_gh=shift(T, acc, gh_name), m_ax=fac(gi, f"{g}_ax"), m_bx=fac(gi, 1), m_ah=fac(gh, f"{g}_ah"),
+                m_bh=fac(gh, 1), m_gi=fac(acc, gi), m_gh=fac(acc, gh_name), table_offset=offsets[k],
+                qmin=gate.acc.qmin, qmax=gate.acc.qmax, **requant_fields(A, acc, gate.acc, "rq", thr)))
         bx, bh = np.concatenate(bxs), np.concatenate(bhs)
         oq = attrs.out
+        h_fields = requant_fields(A, "h_sum", oq, "h", thr)
+        thr = thr or [0]  # the thresholds of the float-scale steps no multiply-shift fits (an array is never empty)
         types = "\n".join([f"    typedef {cint(x.ftype)} x_t;", f"    typedef {cint(oq.out)} h_t;",
-                           typedefs(A, ["n_rgh", "z_h", "one_minus_z", "zn", "h_sum"])])
+                           typedefs(A, ["n_rgh", "z_h", "one_minus_z", "zn", "h_sum"]),
+                           f"    typedef {h_fields.pop('h_ms_t')} hm_t;"])
         body = render("rnn/gru_body.tpl", types=types, gates="\n".join(gate_blocks), z_one=1 << T["z_act"].frac,
-                      sh_sum_zn=shift(T, "h_sum", "zn"), sh_sum_zh=shift(T, "h_sum", "z_h"),
-                      sh_h=T["h_sum"].frac - oq.out.frac, h_mode=oq.rounding.cpp, h_min=oq.qmin, h_max=oq.qmax)
+                      z_m=A.mults["z_act"], sh_sum_zn=shift(T, "h_sum", "zn"), sh_sum_zh=shift(T, "h_sum", "z_h"),
+                      m_sum_zn=fac("h_sum", "zn"), m_sum_zh=fac("h_sum", "z_h"), h_min=oq.qmin, h_max=oq.qmax,
+                      **h_fields)
         add_weights_layer(hls, node, out, x, "TesseraGRU", {
             "n_hidden": H, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
             "wkind": kind.cpp, "body": body,
-        }, {"wx": wx, "wh": wh, "bx": bx, "bh": bh, "gate_table": table}, {
+        }, {"wx": wx, "wh": wh, "bx": bx, "bh": bh, "gate_table": table, "thr": thr}, {
             "wx": wprec, "wh": wprec, "bx": int_precision(int(bx.min()), int(bx.max())),
             "bh": int_precision(int(bh.min()), int(bh.max())), "gate_table": int_precision(int(table.min()), int(table.max())),
+            "thr": int_precision(min(thr), max(thr)),
         })
+
+    def form(self, attrs: Attrs, ins, out) -> str:
+        forms = self.analyze(attrs, ins[0]).forms
+        if not forms:
+            return ""
+        ms = [f.mult for f in forms.values() if f.mult is not None]
+        parts = [f"{len(ms)} proven multiply-shift, multipliers up to {max(ms).bit_length() + 1} bits"] if ms else []
+        if len(ms) < len(forms):
+            parts.append(f"{len(forms) - len(ms)} by exact thresholds")
+        return f"{len(forms)} float-scale requantizations: " + "; ".join(parts)
 
     def macs(self, attrs, ins, out):
         t, i = ins[0].shape
@@ -135,8 +166,9 @@ class Gru(cp.RecurrentOp[Attrs]):
 
     def cost(self, attrs: Attrs, ins, out, io):
         t, i = ins[0].shape
-        return recurrent_work(self, attrs, ins, out, states=2, mults=3 * (i + attrs.hidden), taps=i + attrs.hidden,
-                              steps=t * attrs.hidden)
+        steps_ms = len(self.analyze(attrs, ins[0]).forms)  # float-scale requantizations: a multiplier (or comparators) each
+        return recurrent_work(self, attrs, ins, out, states=2, mults=3 * (i + attrs.hidden) + steps_ms,
+                              taps=i + attrs.hidden, steps=t * attrs.hidden)
 
 
 OP = Gru()

@@ -36,7 +36,8 @@ from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from . import cellprog as cp
 from .cellhls import (add_weights_layer, bias_codes, check_dense_cell, check_table_inputs, cint, codebook, gate_tables,
-                      int_precision, quant_fields, recurrent_work, require_zero_states, sequence_extension, shift)
+                      int_precision, quant_fields, recurrent_work, requant_fields, require_zero_states,
+                      sequence_extension, shift)
 from .quant import Attrs as QuantAttrs
 from .rounding import Rounding
 
@@ -127,14 +128,11 @@ def gated_state(A, accs: dict, gates: dict, c: cp.Fx, cell: QuantAttrs, cell_act
     return h_new, c_new
 
 
-def _product_fields(A: cp.IntervalArith, T: dict, p: str, name: str, key: str, q: QuantAttrs) -> dict:
+def _product_fields(A: cp.IntervalArith, p: str, name: str, key: str, q: QuantAttrs) -> dict:
     """Template fields of one product's requantization: shift (m 1, c 0) or proven step."""
-    form = A.forms.get(p + name)
-    if form is None:
-        return {f"sh_{key}": T[name].frac - q.out.frac, f"{key}_mode": q.rounding.cpp, f"{key}_m": 1, f"{key}_c": 0,
-                f"{key}m_t": cint(T[name])}
-    return {f"sh_{key}": form.shift, f"{key}_mode": Rounding.FLOOR.cpp, f"{key}_m": form.mult, f"{key}_c": form.adds[0],
-            f"{key}m_t": cint(T[f"{name}_ms"])}
+    f = requant_fields(A, p + name, q, key)
+    return {f"sh_{key}": f[f"{key}_shift"], f"{key}_mode": f[f"{key}_mode"], f"{key}_m": f[f"{key}_m"],
+            f"{key}_c": f[f"{key}_c"], f"{key}m_t": f[f"{key}_ms_t"]}
 
 
 def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act: cp.Act, oq: QuantAttrs,
@@ -170,8 +168,8 @@ def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act
             ah_t=cint(T[f"{g}_ah"]), acc_t=cint(T[f"{g}_acc"]), q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
             sh_ax=shift(T, f"{g}_acc", f"{g}_ax") if has_input else 0, sh_ah=shift(T, f"{g}_acc", f"{g}_ah"),
             table_offset=offsets[k], **rq))
-    fields = {**_product_fields(A, T, p, "fc", "fc", cq), **_product_fields(A, T, p, "ig", "ig", cq),
-              **_product_fields(A, T, p, "h_prod", "hp", oq)}
+    fields = {**_product_fields(A, p, "fc", "fc", cq), **_product_fields(A, p, "ig", "ig", cq),
+              **_product_fields(A, p, "h_prod", "hp", oq)}
     fields["sh_h"], fields["h_m"], fields["h_c"] = fields.pop("sh_hp"), fields.pop("hp_m"), fields.pop("hp_c")
     types = "\n".join([f"    typedef {cint(oq.out)} h_t;", f"    typedef {cint(cq.out)} c_t;",
                        *(f"    typedef {cint(T[n])} {n}_t;" for n in ("fc", "ig", "fc_q", "ig_q", "c_sum", "c_tanh", "h_prod")),

@@ -12,5 +12,6 @@ struct config${index} : nnet::tessera_gru_config {
     typedef ${bx_t} bx_t;
     typedef ${bh_t} bh_t;
     typedef ${gate_table_t} table_t;
+    typedef ${thr_t} thr_t;
 ${body}
 };

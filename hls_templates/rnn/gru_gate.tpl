@@ -4,6 +4,7 @@
         typedef ${gi_t} gi_t;
         typedef ${gh_t} gh_t;
         typedef ${acc_t} acc_t;
+        typedef ${rq_ms_t} ms_t;
         typedef ${q_t} q_t;
         typedef ${act_t} act_t;
         static const int sh_ax = ${sh_ax};
@@ -12,8 +13,18 @@
         static const int sh_bh = ${sh_bh};
         static const int sh_gi = ${sh_gi};
         static const int sh_gh = ${sh_gh};
+        static const long long m_ax = ${m_ax};
+        static const long long m_bx = ${m_bx};
+        static const long long m_ah = ${m_ah};
+        static const long long m_bh = ${m_bh};
+        static const long long m_gi = ${m_gi};
+        static const long long m_gh = ${m_gh};
+        static const long long rq_m = ${rq_m};
+        static const long long rq_c = ${rq_c};
         static const int rq_shift = ${rq_shift};
         static const int rq_mode = nnet::${rq_mode};
+        static const bool rq_thr = ${rq_thr};
+        static const int rq_thr_at = ${rq_thr_at};
         static const long long qmin = ${qmin};
         static const long long qmax = ${qmax};
         static const int table_offset = ${table_offset};

@@ -238,6 +238,41 @@ struct tessera_gru_config {
     static const unsigned reuse_factor = 1;
 };
 
+// An operand of an exact sum in the sum's type: x * M << SH (M: the factor onto the sum's
+// common float-scale odd part, 1 on power-of-two grids; SH: the radix alignment).
+template <class sum_T, long long M, int SH, class x_T> inline sum_T tessera_onto(const x_T &x) {
+    return (sum_T)(((sum_T)x * (ap_int<64>)M) << SH);
+}
+
+// A requantization onto a gate's accumulator quantizer: clamp(R((M * acc + C) >> s)); M 1
+// and C 0 for a rounding shift, else the compiler's proven multiply-shift of a float-scale
+// step (rounding in C, floor).
+template <class G, class acc_T> inline typename G::q_t tessera_gate_rq(const acc_T &acc) {
+    typename G::ms_t ms = (typename G::ms_t)((typename G::ms_t)acc * (ap_int<64>)G::rq_m + (ap_int<64>)G::rq_c);
+    return tessera_gate_q<G>(ms);
+}
+
+// qmin + #{k : x >= t[k]}, t non-decreasing: a float-scale requantization by its exact
+// thresholds (where no multiply-shift of at most 64 bits is proven), one comparator each.
+template <class q_T, int K, long long QMIN, class x_T, class t_T> inline q_T tessera_thr_q(const x_T &x, const t_T *t) {
+    ap_int<16> n = 0;
+Thresholds:
+    for (int k = 0; k < K; k++) {
+        #pragma HLS UNROLL
+        if ((ap_int<64>)x >= (ap_int<64>)t[k])
+            n++;
+    }
+    return (q_T)(QMIN + n);
+}
+
+// A GRU requantization onto a gate's accumulator quantizer: by thresholds, or
+// tessera_gate_rq.
+template <class G, class acc_T, class t_T> inline typename G::q_t tessera_gru_rq(const acc_T &acc, const t_T *thr) {
+    if (G::rq_thr)
+        return tessera_thr_q<typename G::q_t, G::qmax - G::qmin, G::qmin>(acc, &thr[G::rq_thr_at]);
+    return tessera_gate_rq<G>(acc);
+}
+
 // gi = W_x x + b_x and gh = W_h h + b_h of one gate row, each on its own exact grid.
 template <class G, typename CONFIG_T>
 inline void tessera_gru_linear(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
@@ -247,15 +282,15 @@ inline void tessera_gru_linear(int g, int j, const typename CONFIG_T::x_t x[CONF
     const int row = g * CONFIG_T::n_hidden + j;
     typename G::ax_t ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
     typename G::ah_t ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
-    gi = ((typename G::gi_t)ax << G::sh_ax) + ((typename G::gi_t)bx[row] << G::sh_bx);
-    gh = ((typename G::gh_t)ah << G::sh_ah) + ((typename G::gh_t)bh[row] << G::sh_bh);
+    gi = tessera_onto<typename G::gi_t, G::m_ax, G::sh_ax>(ax) + tessera_onto<typename G::gi_t, G::m_bx, G::sh_bx>(bx[row]);
+    gh = tessera_onto<typename G::gh_t, G::m_ah, G::sh_ah>(ah) + tessera_onto<typename G::gh_t, G::m_bh, G::sh_bh>(bh[row]);
 }
 
 template <typename CONFIG_T>
 void tessera_gru_step(const typename CONFIG_T::x_t x[CONFIG_T::n_in], typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
                       const typename CONFIG_T::wx_t *wx, const typename CONFIG_T::wh_t *wh,
                       const typename CONFIG_T::bx_t *bx, const typename CONFIG_T::bh_t *bh,
-                      const typename CONFIG_T::table_t *gate_table) {
+                      const typename CONFIG_T::table_t *gate_table, const typename CONFIG_T::thr_t *thr) {
     typedef typename CONFIG_T::gate_r GR;
     typedef typename CONFIG_T::gate_z GZ;
     typedef typename CONFIG_T::gate_n GN;
@@ -266,26 +301,37 @@ Hidden:
         typename GR::gi_t gir;
         typename GR::gh_t ghr;
         tessera_gru_linear<GR, CONFIG_T>(0, j, x, h, wx, wh, bx, bh, gir, ghr);
-        typename GR::acc_t accr = ((typename GR::acc_t)gir << GR::sh_gi) + ((typename GR::acc_t)ghr << GR::sh_gh);
-        typename GR::act_t r = tessera_gate_act<GR>(tessera_gate_q<GR>(accr), gate_table);
+        typename GR::acc_t accr = tessera_onto<typename GR::acc_t, GR::m_gi, GR::sh_gi>(gir) +
+                                  tessera_onto<typename GR::acc_t, GR::m_gh, GR::sh_gh>(ghr);
+        typename GR::act_t r = tessera_gate_act<GR>(tessera_gru_rq<GR>(accr, thr), gate_table);
         typename GZ::gi_t giz;
         typename GZ::gh_t ghz;
         tessera_gru_linear<GZ, CONFIG_T>(1, j, x, h, wx, wh, bx, bh, giz, ghz);
-        typename GZ::acc_t accz = ((typename GZ::acc_t)giz << GZ::sh_gi) + ((typename GZ::acc_t)ghz << GZ::sh_gh);
-        typename GZ::act_t z = tessera_gate_act<GZ>(tessera_gate_q<GZ>(accz), gate_table);
+        typename GZ::acc_t accz = tessera_onto<typename GZ::acc_t, GZ::m_gi, GZ::sh_gi>(giz) +
+                                  tessera_onto<typename GZ::acc_t, GZ::m_gh, GZ::sh_gh>(ghz);
+        typename GZ::act_t z = tessera_gate_act<GZ>(tessera_gru_rq<GZ>(accz, thr), gate_table);
         typename GN::gi_t gin;
         typename GN::gh_t ghn;
         tessera_gru_linear<GN, CONFIG_T>(2, j, x, h, wx, wh, bx, bh, gin, ghn);
         typename CONFIG_T::n_rgh_t rgh = (typename CONFIG_T::n_rgh_t)r * (typename CONFIG_T::n_rgh_t)ghn;
-        typename GN::acc_t accn = ((typename GN::acc_t)gin << GN::sh_gi) + ((typename GN::acc_t)rgh << GN::sh_gh);
-        typename GN::act_t n = tessera_gate_act<GN>(tessera_gate_q<GN>(accn), gate_table);
+        typename GN::acc_t accn = tessera_onto<typename GN::acc_t, GN::m_gi, GN::sh_gi>(gin) +
+                                  tessera_onto<typename GN::acc_t, GN::m_gh, GN::sh_gh>(rgh);
+        typename GN::act_t n = tessera_gate_act<GN>(tessera_gru_rq<GN>(accn, thr), gate_table);
         typename CONFIG_T::z_h_t zh = (typename CONFIG_T::z_h_t)z * (typename CONFIG_T::z_h_t)h[j];
-        typename CONFIG_T::one_minus_z_t omz = (typename CONFIG_T::one_minus_z_t)CONFIG_T::z_one - z;
+        // 1 - z exactly on z's power-of-two grid (z's code times its scale's odd part)
+        typename CONFIG_T::one_minus_z_t omz =
+            (typename CONFIG_T::one_minus_z_t)((ap_int<64>)CONFIG_T::z_one - (typename CONFIG_T::one_minus_z_t)z * (ap_int<64>)CONFIG_T::z_m);
         typename CONFIG_T::zn_t zn = (typename CONFIG_T::zn_t)omz * (typename CONFIG_T::zn_t)n;
-        typename CONFIG_T::h_sum_t hs = ((typename CONFIG_T::h_sum_t)zn << CONFIG_T::sh_sum_zn) +
-                                        ((typename CONFIG_T::h_sum_t)zh << CONFIG_T::sh_sum_zh);
-        h_new[j] = tessera_requant<typename CONFIG_T::h_t, CONFIG_T::sh_h, CONFIG_T::h_mode, CONFIG_T::h_min,
-                                   CONFIG_T::h_max>(hs);
+        typename CONFIG_T::h_sum_t hs = tessera_onto<typename CONFIG_T::h_sum_t, CONFIG_T::m_sum_zn, CONFIG_T::sh_sum_zn>(zn) +
+                                        tessera_onto<typename CONFIG_T::h_sum_t, CONFIG_T::m_sum_zh, CONFIG_T::sh_sum_zh>(zh);
+        typename CONFIG_T::hm_t hm = (typename CONFIG_T::hm_t)((typename CONFIG_T::hm_t)hs * (ap_int<64>)CONFIG_T::h_m +
+                                                               (ap_int<64>)CONFIG_T::h_c);
+        if (CONFIG_T::h_thr)
+            h_new[j] = tessera_thr_q<typename CONFIG_T::h_t, CONFIG_T::h_max - CONFIG_T::h_min, CONFIG_T::h_min>(
+                hs, &thr[CONFIG_T::h_thr_at]);
+        else
+            h_new[j] = tessera_requant<typename CONFIG_T::h_t, CONFIG_T::sh_h, CONFIG_T::h_mode, CONFIG_T::h_min,
+                                       CONFIG_T::h_max>(hm);
     }
 Update:
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
@@ -295,7 +341,8 @@ Update:
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_gru_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out],
                     typename CONFIG_T::wx_t wx[], typename CONFIG_T::wh_t wh[], typename CONFIG_T::bx_t bx[],
-                    typename CONFIG_T::bh_t bh[], typename CONFIG_T::table_t gate_table[]) {
+                    typename CONFIG_T::bh_t bh[], typename CONFIG_T::table_t gate_table[],
+                    typename CONFIG_T::thr_t thr[]) {
     typename CONFIG_T::x_t x[CONFIG_T::n_in];
     typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
@@ -303,7 +350,7 @@ void tessera_gru_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[C
 Steps:
     for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
         tessera_seq_load<data_T, CONFIG_T>(data, CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s, x);
-        tessera_gru_step<CONFIG_T>(x, h, wx, wh, bx, bh, gate_table);
+        tessera_gru_step<CONFIG_T>(x, h, wx, wh, bx, bh, gate_table, thr);
         tessera_seq_store<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);
     }
 }
@@ -311,7 +358,7 @@ Steps:
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_gru_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, typename CONFIG_T::wx_t wx[],
                         typename CONFIG_T::wh_t wh[], typename CONFIG_T::bx_t bx[], typename CONFIG_T::bh_t bh[],
-                        typename CONFIG_T::table_t gate_table[]) {
+                        typename CONFIG_T::table_t gate_table[], typename CONFIG_T::thr_t thr[]) {
     typename CONFIG_T::x_t x[CONFIG_T::n_in];
     typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
@@ -320,7 +367,7 @@ void tessera_gru_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, type
 Steps:
     for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
         tessera_seq_read<data_T, CONFIG_T>(data, s, buf, x);
-        tessera_gru_step<CONFIG_T>(x, h, wx, wh, bx, bh, gate_table);
+        tessera_gru_step<CONFIG_T>(x, h, wx, wh, bx, bh, gate_table, thr);
         tessera_seq_write<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);
     }
 }

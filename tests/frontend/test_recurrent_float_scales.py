@@ -8,8 +8,10 @@ rational: a requantization between two scales is the exact step
 ``clamp(R(slope * x + offset))`` (the bias as the per-row offset), thresholds in the
 reference and a proven multiply-shift in the kernel.  The exact reference equals the user's
 file run in float64 (an executor that shares nothing with the op semantics) on every
-output, and the C-simulation equals the reference.  Our GRU takes float scales on its
-sigmoid/tanh outputs; a float scale elsewhere in a GRU is refused in one line.
+output, and the C-simulation equals the reference.  Our GRU takes float scales too (a sum
+of values on two float scales multiplies each onto their common odd part; a requantization
+no multiply-shift of 64 bits fits is compared with its exact thresholds in the kernel); a
+combination whose exact intermediates need more than 62 bits is refused in one line.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from click.testing import CliRunner
 
 from tessera.cli import main
 from tessera.compiler import api
+from tessera.compiler.ops import OPS
 from tessera.compiler.ops.quant import quantize_float
 from tessera.compiler.reference.interpret import run_ir
 from tessera.models.rnn.onnx_run import run_cell_onnx
@@ -111,33 +114,69 @@ def test_our_gru_with_float_sigmoid_scales_equals_the_file(tmp_path):
     assert np.array_equal(got, want), f"{int((got != want).sum())} of {got.size} outputs differ from the file"
 
 
-def test_float_scale_where_a_gru_requantizes_is_refused(tmp_path):
-    from brevitas.nn import QuantIdentity
+def _default_gru(tmp_path, acc=(), sigmoids=False, tanh=False, output=False, inputs=False, float_weights=False,
+                 seed: int = 0):
+    """Our ``QuantGRU`` (ternary power-of-two weights) with brevitas' default quantizers
+    (float scales from statistics) in the named places, after three statistics steps."""
+    from brevitas.nn import QuantIdentity, QuantSigmoid, QuantTanh
+    from brevitas.quant import Int8WeightPerTensorFloat
 
     from tessera.models.rnn.cells import QuantGRU
     from tessera.models.rnn.export import export_gru
+    from tessera.models.rnn.quant import weight_quant_for
 
-    torch.manual_seed(0)
-    m = QuantGRU(I, 6)
-    m.reset_acc_quant = QuantIdentity(return_quant_tensor=False)  # brevitas' default: a float scale from statistics
+    torch.manual_seed(seed)
+    m = QuantGRU(I, 6, weight_quant=Int8WeightPerTensorFloat if float_weights else weight_quant_for("ternary"))
+    for q in acc:
+        setattr(m, f"{q}_acc_quant", QuantIdentity(return_quant_tensor=False))
+    if sigmoids:
+        m.reset_sigmoid_quant = QuantSigmoid(return_quant_tensor=False)
+        m.update_sigmoid_quant = QuantSigmoid(return_quant_tensor=False)
+    if tanh:
+        m.new_tanh_quant = QuantTanh(return_quant_tensor=False)
+    if output:
+        m.output_quant = QuantIdentity(return_quant_tensor=True)
+    if inputs:
+        m.input_quant = QuantIdentity(return_quant_tensor=True)
     with torch.no_grad():
         for _ in range(3):
             m(torch.randn(16, T, I))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        path = export_gru(m.eval(), tmp_path / "gru.onnx", seq_len=T)
-    line = refused_in_one_line(path, "reset_acc quantizer scale")
-    assert "QuantGRUCell" in line and "is not a power of two" in line, line
+        return export_gru(m.eval(), tmp_path / "gru.onnx", seq_len=T)
 
 
-@pytest.mark.csim
-@pytest.mark.parametrize("io_type,calibrated,kw", [("parallel", True, {}), ("stream", True, {"coupled_input_forget_gates": True}),
-                                                   ("stream", False, {})], ids=["parallel", "stream-cifg", "stream-initial"])
-def test_default_quant_lstm_csim_verifies(tmp_path, io_type, calibrated, kw):
-    path = _default_lstm(tmp_path, seed=3, calibrated=calibrated, **kw)
+ALL_ACC = ("reset", "update", "new")
+GRU_CASES = {"reset-acc": {"acc": ("reset",)}, "accs": {"acc": ALL_ACC},
+             "accs-sigmoids": {"acc": ALL_ACC, "sigmoids": True}, "output": {"output": True},
+             "weights": {"float_weights": True}, "weights-accs": {"float_weights": True, "acc": ALL_ACC}}
+
+
+@pytest.mark.parametrize("case", list(GRU_CASES))
+def test_our_gru_with_default_quantizers_equals_the_file(tmp_path, case):
+    path = _default_gru(tmp_path, **GRU_CASES[case])
+    x = _inputs(300)
+    got, g = _reference(path, x)
+    (node,) = g.nodes
+    mults = [m for gate in node.attrs.gates for m in (gate.acc_mult, gate.wx.mult, gate.wh.mult)] + [node.attrs.out_mult]
+    assert set(mults) != {1}, "some quantizer should have a float scale"
+    want = _file(path, x)
+    assert np.array_equal(got, want), f"{int((got != want).sum())} of {got.size} outputs differ from the file"
+    assert np.unique(got).size > 20
+
+
+def test_gru_float_scales_beyond_int64_are_refused(tmp_path):
+    path = _default_gru(tmp_path, acc=ALL_ACC, sigmoids=True, tanh=True, output=True, inputs=True, float_weights=True)
+    line = refused_in_one_line(path, "QuantGRUCell")
+    assert "needs" in line and "more than the 62 the exact flow supports" in line, line
+
+
+def _csim_verifies(tmp_path, path, io_type: str, hidden: int) -> None:
+    """Compile, then ``verify`` 300 random + 100 real samples with the file's own outputs
+    (float64) as the independent check: 0 mismatches, every output equal."""
     x = _inputs(100, seed=4)
     np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "file.npy", _file(path, x))  # the file's own outputs, float64
+    np.save(tmp_path / "file.npy", _file(path, x))
     runner = CliRunner()
     r = runner.invoke(main, ["compile", str(path), "-o", str(tmp_path / "prj"), "--io-type", io_type])
     assert r.exit_code == 0, r.output
@@ -145,6 +184,24 @@ def test_default_quant_lstm_csim_verifies(tmp_path, io_type, calibrated, kw):
                              str(tmp_path / "x.npy"), "--expected", str(tmp_path / "file.npy"),
                              "--report", str(tmp_path / "r.json")])
     assert r.exit_code == 0, r.output
-    assert f"{100 * T * H}/{100 * T * H} equal the exact reference" in r.output, r.output
+    assert f"{100 * T * hidden}/{100 * T * hidden} equal the exact reference" in r.output, r.output
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert rep["mismatches"] == 0 and rep["samples"] == 400 and rep["outputs"] == 400 * T * H
+    assert rep["mismatches"] == 0 and rep["samples"] == 400 and rep["outputs"] == 400 * T * hidden
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("io_type,calibrated,kw", [("parallel", True, {}), ("stream", True, {"coupled_input_forget_gates": True}),
+                                                   ("stream", False, {})], ids=["parallel", "stream-cifg", "stream-initial"])
+def test_default_quant_lstm_csim_verifies(tmp_path, io_type, calibrated, kw):
+    _csim_verifies(tmp_path, _default_lstm(tmp_path, seed=3, calibrated=calibrated, **kw), io_type, H)
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("io_type,case", [("parallel", "accs-sigmoids"), ("stream", "output")])
+def test_default_quant_gru_csim_verifies(tmp_path, io_type, case):
+    path = _default_gru(tmp_path, seed=2, **GRU_CASES[case])
+    g = api.load_model(path)
+    (node,) = g.nodes
+    forms = OPS[node.op].analyze(node.attrs, g.type_of(node.inputs[0])).forms
+    assert any(f.mult is None for f in forms.values()), "the kernel should compare with thresholds somewhere"
+    _csim_verifies(tmp_path, path, io_type, 6)
