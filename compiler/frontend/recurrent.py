@@ -31,13 +31,6 @@ LSTM_QUANTIZERS = ("output", "cell_state", "input_acc", "forget_acc", "cell_acc"
 GRU_QUANTIZERS = ("reset_acc", "update_acc", "new_acc", "reset_sigmoid", "update_sigmoid", "new_tanh", "output")
 
 
-#: The quantizers of a ConvLSTM cell that end a table (a sigmoid or tanh): any float scale
-#: is exact there (cellprog.Act payloads); its other quantizers are requantized onto by a
-#: shift.  A QuantLSTMCell and a QuantGRUCell take float scales on every quantizer (the
-#: proven steps of cellprog.requant).
-FLOAT_SCALE_OK = {"input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh"}
-
-
 def _dyadic(scale: Fraction) -> tuple[int, int]:
     """``(frac, mult)`` with ``scale == mult * 2**-frac``, ``mult`` odd."""
     num, den = scale.numerator, scale.denominator
@@ -50,27 +43,24 @@ def _dyadic(scale: Fraction) -> tuple[int, int]:
     return frac, num
 
 
-def _scale(node, what: str, scale, float_ok: bool = False) -> tuple[int, int]:
+def _scale(node, what: str, scale) -> tuple[int, int]:
     """``(frac, mult)`` with ``scale == mult * 2**-frac`` (``mult`` 1 for a power of two)."""
     scale = np.asarray(scale, dtype=np.float64)
     where = f"node '{node.name}' ({node.op_type}): {what} quantizer scale {scale.ravel()[:2]}"
     if scale.size != 1 or not np.isfinite(scale).all() or float(scale.ravel()[0]) <= 0:
         raise UnsupportedModelError(f"{where} is not one positive number")
     frac, mult = _dyadic(Fraction(float(scale.ravel()[0])))
-    if mult != 1 and not float_ok and what not in FLOAT_SCALE_OK:
-        raise UnsupportedModelError(f"{where} is not a power of two; in a {node.op_type} only a sigmoid or tanh "
-                                    "output may have a float scale (a QuantLSTMCell takes float scales everywhere)")
     if mult >= 1 << 30:
         raise UnsupportedModelError(f"{where} has more than 30 significant bits (a float64 scale); float32 scales are supported")
     return frac, mult
 
 
-def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding, float_ok: bool = False) -> tuple[quant.Attrs, int]:
+def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding) -> tuple[quant.Attrs, int]:
     """The quantizer and the odd multiplier of its scale (:func:`_scale`)."""
     bits = np.asarray(bits, dtype=np.float64)
     if zp is not None and np.any(np.asarray(zp) != 0):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} quantizer has a non-zero zero point")
-    frac, mult = _scale(node, what, scale, float_ok)
+    frac, mult = _scale(node, what, scale)
     b = float(bits.ravel()[0])
     if bits.size != 1 or b != int(b) or not 2 <= b <= 32:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} bit width {b} is not an integer in 2..32")
@@ -82,13 +72,13 @@ def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding, float_ok:
     return quant.Attrs(FixedType(int(b), frac, bool(signed)), bool(narrow), mode), mult
 
 
-def _attr_quants(imp, node, names, float_ok: bool = False) -> tuple[dict, dict]:
+def _attr_quants(imp, node, names) -> tuple[dict, dict]:
     """Quantizers given as ``<q>_scale`` / ``<q>_bit_width`` / ... attributes, and their multipliers."""
     qs, mults = {}, {}
     for q in names:
         qs[q], mults[q] = _quant(node, q, imp.attr(node, f"{q}_scale"), None, imp.attr(node, f"{q}_bit_width"),
                                  imp.attr(node, f"{q}_signed", 1), imp.attr(node, f"{q}_narrow", 0),
-                                 imp.attr(node, f"{q}_rounding_mode", "ROUND"), float_ok)
+                                 imp.attr(node, f"{q}_rounding_mode", "ROUND"))
     return qs, mults
 
 
@@ -150,7 +140,7 @@ def import_lstm(imp, node) -> None:
             raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): quantizer {name} must be constant")
         narrow = imp.attr(node, f"{name}_narrow", imp.attr(node, f"{name}_narrow_range", 0))
         qs[name], mults[name] = _quant(node, name, s, z, b, imp.attr(node, f"{name}_signed", 1), narrow,
-                                       imp.attr(node, f"{name}_rounding_mode", "ROUND"), float_ok=True)
+                                       imp.attr(node, f"{name}_rounding_mode", "ROUND"))
     w_in, w_h, biases = c[3:7], c[7:11], c[11:15]
     if any(w is None for w in w_in + w_h):
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): weights must be constant")
@@ -209,7 +199,7 @@ def import_gru(imp, node) -> None:
     h0, w_ih, w_hh, b_ih, b_hh = c[1:6]
     if w_ih is None or w_hh is None:
         raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): weights must be constant")
-    qs, mults = _attr_quants(imp, node, GRU_QUANTIZERS, float_ok=True)
+    qs, mults = _attr_quants(imp, node, GRU_QUANTIZERS)
     hidden = int(imp.attr(node, "hidden_size", w_hh.shape[1]))
     if str(imp.attr(node, "gate_order", "rzn")) != "rzn" or w_ih.shape[0] != 3 * hidden or w_hh.shape != (3 * hidden, hidden):
         raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): expects gate order rzn and (3H, .) weights")
@@ -262,11 +252,14 @@ def _convlstm_cell(imp, node, has_input: bool):
     for i, g in enumerate(lstm.GATES):
         rows = slice(i * hc, (i + 1) * hc)
         bias, bf = _bias(node, None if b is None else np.asarray(b).reshape(-1)[rows], f"bias of gate {g}")
-        gates.append(lstm.Gate(_weights(node, w_x[rows], f"input kernels of gate {g}") if has_input else None,
-                               _weights(node, w_h[rows], f"state kernels of gate {g}"), bias, bf, qs[acc_q[i]],
-                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[i]], mults[act_q[i]])))
+        (wh,) = _factored([_weights(node, w_h[rows], f"state kernels of gate {g}")])  # conv_x, conv_h: two scales
+        (wx,) = _factored([_weights(node, w_x[rows], f"input kernels of gate {g}")]) if has_input else (None,)
+        gates.append(lstm.Gate(wx, wh, bias, bf, qs[acc_q[i]],
+                               cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[i]], mults[act_q[i]]),
+                               acc_mult=mults[acc_q[i]]))
     cell_act = cp.Act("tanh", qs["hidden_state_tanh"], mults["hidden_state_tanh"])
-    return convlstm.Cell(tuple(gates), qs["cell_state"], cell_act, qs["output"]), c
+    return convlstm.Cell(tuple(gates), qs["cell_state"], cell_act, qs["output"], mults["cell_state"],
+                         mults["output"]), c
 
 
 def import_convlstm(imp, node) -> None:
@@ -279,10 +272,12 @@ def import_convlstm(imp, node) -> None:
     has_input = bool(node.input[0])
     if has_input:
         x = imp.value(node.input[0], node)
+        x_scale = _input_scale(imp, node, x)
         cell, c = _convlstm_cell(imp, node, True)
         if any(v is not None and np.any(v) for v in c[1:3]):
             raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): only zero initial states are supported")
-        imp.add(node, convlstm.OP, [x], convlstm.Attrs(cell))
+        imp.add(node, convlstm.OP, [x], convlstm.Attrs(cell, x_scale=x_scale), reads_real=x_scale is not None)
+        _output_scale(imp, node, cell.out, cell.out_mult)
         ir = imp.graph.nodes[-1]
         for out, which in zip(node.output[1:3], ("h", "c")):
             if out:
@@ -298,5 +293,7 @@ def import_convlstm(imp, node) -> None:
     if sum(1 for n in imp.model.graph.node if n.name in imp.live and prod.output in n.input):
         raise UnsupportedModelError(f"node '{node.name}': the encoder's output sequence is also used elsewhere")
     prod.attrs = dataclasses.replace(prod.attrs, forecaster=cell, steps_out=int(imp.attr(node, "steps")))
+    imp.graph.scales.pop(prod.output, None)  # the encoder's sequence is no longer an output
     prod.output = node.output[0]
     imp.env[node.output[0]] = node.output[0]
+    _output_scale(imp, node, cell.out, cell.out_mult)

@@ -190,9 +190,10 @@ class IntervalArith:
 class OnnxArith:
     """Emits int64 ONNX nodes through the reference's ``OnnxBuilder``."""
 
-    def __init__(self, builder, forms: dict | None = None) -> None:
+    def __init__(self, builder, forms: dict | None = None, spatial: int = 0) -> None:
         self.builder = builder
         self.forms = forms or {}
+        self.spatial = spatial  # axes after the row (channel) axis: 2 for a ConvLSTM's frames
 
     def record(self, name: str, x: Fx) -> None:
         pass
@@ -202,7 +203,7 @@ class OnnxArith:
         b, f = self.builder, self.forms[name]
         u = b.op("Unsqueeze", [b.op("Mul", [a, b.const(np.array(f.sign, dtype=np.int64))]),
                                b.const(np.array([-1], dtype=np.int64))])
-        t = f.thr if len(f.steps) > 1 else f.thr[0]
+        t = f.thr.reshape(len(f.steps), *([1] * self.spatial), -1) if len(f.steps) > 1 else f.thr[0]
         ge = b.op("Cast", [b.op("GreaterOrEqual", [u, b.const(t.astype(np.int64))])], to="int64")
         count = b.op("ReduceSum", [ge, b.const(np.array([-1], dtype=np.int64))], keepdims=0)
         return b.op("Add", [count, b.const(np.array(f.qmin, dtype=np.int64))])
@@ -253,6 +254,9 @@ class Prefixed:
 
     def record(self, name: str, x: Fx) -> None:
         self.inner.record(self.prefix + name, x)
+
+    def requant_steps(self, a, name: str, steps):
+        return self.inner.requant_steps(a, self.prefix + name, steps)
 
     def __getattr__(self, item):
         return getattr(self.inner, item)

@@ -211,6 +211,17 @@ def bias_fx(A, codes: np.ndarray | None, frac: int, conv: bool = False, mult: in
 
 
 
+def forms_summary(forms: dict) -> str:
+    """``tessera inspect``'s form of a cell: its float-scale requantizations ("" for none)."""
+    if not forms:
+        return ""
+    ms = [f.mult for f in forms.values() if f.mult is not None]
+    parts = [f"{len(ms)} proven multiply-shift, multipliers up to {max(ms).bit_length() + 1} bits"] if ms else []
+    if len(ms) < len(forms):
+        parts.append(f"{len(forms) - len(ms)} by exact thresholds")
+    return f"{len(forms)} float-scale requantizations: " + "; ".join(parts)
+
+
 # ---------------------------------------------------------------------------------------
 # a recurrent op: the step, run over the sequence by every back end
 # ---------------------------------------------------------------------------------------
@@ -218,7 +229,7 @@ def bias_fx(A, codes: np.ndarray | None, frac: int, conv: bool = False, mult: in
 
 AttrsT = TypeVar("AttrsT")
 #: One interval analysis per attrs object and input type (its proofs are not repeated).
-_ANALYSES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+ANALYSES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def cell_matrices(cell) -> list[Weights]:
@@ -324,7 +335,7 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
 
     def analyze(self, attrs, x: TensorType) -> IntervalArith:
         key = (x.lo, x.hi, x.ftype)
-        cache = _ANALYSES.setdefault(attrs, {})
+        cache = ANALYSES.setdefault(attrs, {})
         if key not in cache:
             A = IntervalArith(self.threshold_kernels)
             state = [Fx((q.qmin, q.qmax), q.out.frac, m) for q, m in zip(self.state_quants(attrs), self.state_mults(attrs))]

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...hls_templates import render
 from ..errors import UnsupportedModelError
-from ..ir.types import TensorType
+from ..ir.types import FixedType, TensorType
 from . import cellprog as cp
 from .base import Layout
 from .cellhls import check_biases, check_table_inputs, cint, codebook, frames_extension, int_precision, recurrent_work
@@ -36,6 +36,8 @@ class Cell:
     cell: QuantAttrs
     cell_act: cp.Act
     out: QuantAttrs
+    cell_mult: int = 1  # float scales: the cell state's and output's scales are mult * 2**-frac
+    out_mult: int = 1
 
     @property
     def hidden(self) -> int:
@@ -53,19 +55,25 @@ class Attrs:
     steps_out: int = 0
     reverse: bool = False  # (no reversed ConvLSTM; kept for the shared drivers)
     return_sequences: bool = True
+    x_scale: tuple[int, int] | None = None  # (frac, mult) of float-scaled input codes
 
 
 def cell_step(A, cell: Cell, x: cp.Fx | None, state: list[cp.Fx]) -> list[cp.Fx]:
     h, c = state
     gates = dict(zip(GATES, cell.gates))
     accs = {g: gate_acc(A, x, h, gates[g], g, conv=True) for g in GATES}
-    return list(gated_state(A, accs, gates, c, cell.cell, cell.cell_act, cell.out, cifg=False))
+    return list(gated_state(A, accs, gates, c, cell.cell, cell.cell_act, cell.out, cifg=False, carry=True,
+                            cell_mult=cell.cell_mult, out_mult=cell.out_mult))
 
 
 def handover(A, enc: Cell, fc: Cell, state: list[cp.Fx]) -> list[cp.Fx]:
-    """The encoder's last states through the forecaster's state quantizers."""
+    """The encoder's last states through the forecaster's state quantizers (a shift: their
+    scales may differ by a power of two only)."""
     h, c = state
-    return [cp.requant(A, h, fc.out), cp.requant(A, c, fc.cell)]
+    if (enc.out_mult, enc.cell_mult) != (fc.out_mult, fc.cell_mult):
+        raise UnsupportedModelError("the forecaster's state quantizers have float scales other than the encoder's "
+                                    "(they may differ by a power of two)")
+    return [cp.requant(A, h, fc.out, fc.out_mult), cp.requant(A, c, fc.cell, fc.cell_mult)]
 
 
 ENCODER_WEIGHTS = ("enc_wx", "enc_wh", "enc_b", "enc_gate_table", "enc_cell_table")
@@ -74,6 +82,7 @@ FORECASTER_WEIGHTS = ENCODER_WEIGHTS + ("fc_wh", "fc_b", "fc_gate_table", "fc_ce
 
 class ConvLstm(cp.CellOp[Attrs]):
     name = "convlstm"
+    carries_scales = True
     extensions = (
         frames_extension("TesseraConvLSTM", "convlstm_", ENCODER_WEIGHTS,
                          "ConvLSTM encoder over a frame sequence (channels-last frames)."),
@@ -103,14 +112,23 @@ class ConvLstm(cp.CellOp[Attrs]):
             raise UnsupportedModelError(f"node '{node}': encoder and forecaster state sizes differ")
 
     def analyze(self, a: Attrs, x: TensorType) -> cp.IntervalArith:
+        key = (x.lo, x.hi, x.ftype)
+        cache = cp.ANALYSES.setdefault(a, {})
+        if key in cache:
+            return cache[key]
         A = cp.IntervalArith()
-        cells = [("enc_", a.encoder, cp.Fx((x.lo, x.hi), x.ftype.frac))]
+        cells = [("enc_", a.encoder, cp.Fx((x.lo, x.hi), *self.input_scale(a, x)))]
         if a.forecaster is not None:
             cells.append(("fc_", a.forecaster, None))
         for prefix, cell, xin in cells:
-            state = [cp.Fx((q.qmin, q.qmax), q.out.frac) for q in (cell.out, cell.cell)]
+            state = [cp.Fx((cell.out.qmin, cell.out.qmax), cell.out.out.frac, cell.out_mult),
+                     cp.Fx((cell.cell.qmin, cell.cell.qmax), cell.cell.out.frac, cell.cell_mult)]
             cell_step(cp.Prefixed(A, prefix), cell, xin, state)
+        cache[key] = A
         return A
+
+    def input_scale(self, a: Attrs, x: TensorType) -> tuple[int, int]:
+        return a.x_scale if a.x_scale is not None else (x.ftype.frac, 1)
 
     def infer(self, a: Attrs, ins, node):
         (x,) = ins
@@ -118,34 +136,39 @@ class ConvLstm(cp.CellOp[Attrs]):
         last = a.forecaster or a.encoder
         steps = a.steps_out if a.forecaster else x.shape[0]
         lo, hi = A.ranges[("fc_" if a.forecaster else "enc_") + "h_new"]
-        return TensorType((steps, last.hidden, x.shape[2], x.shape[3]), last.out.out, lo, hi)
+        out = last.out.out
+        if last.out_mult != 1:  # codes; their float scale is carried by the graph
+            out = FixedType(out.width, 0, out.signed)
+        return TensorType((steps, last.hidden, x.shape[2], x.shape[3]), out, lo, hi)
 
     def _run(self, A, a: Attrs, xs_t: list, zeros) -> list:
         enc = a.encoder
-        state = [cp.Fx(zeros(), enc.out.out.frac), cp.Fx(zeros(), enc.cell.out.frac)]
+        state = [cp.Fx(zeros(), enc.out.out.frac, enc.out_mult), cp.Fx(zeros(), enc.cell.out.frac, enc.cell_mult)]
         hs = []
         for x in xs_t:
-            state = cell_step(A, enc, x, state)
+            state = cell_step(cp.Prefixed(A, "enc_"), enc, x, state)
             hs.append(state[0])
         if a.forecaster is None:
             return hs
         state = handover(A, enc, a.forecaster, state)
         hs = []
         for _ in range(a.steps_out):
-            state = cell_step(A, a.forecaster, None, state)
+            state = cell_step(cp.Prefixed(A, "fc_"), a.forecaster, None, state)
             hs.append(state[0])
         return hs
 
     def semantics(self, a: Attrs, xs, ins, out):
         x = xs[0].astype(np.int64)
         n, _, _, hh, ww = x.shape
-        steps = [cp.Fx(x[:, t], ins[0].ftype.frac) for t in range(x.shape[1])]
-        hs = self._run(cp.NumpyArith(), a, steps, lambda: np.zeros((n, a.encoder.hidden, hh, ww), dtype=np.int64))
+        scale = self.input_scale(a, ins[0])
+        steps = [cp.Fx(x[:, t], *scale) for t in range(x.shape[1])]
+        hs = self._run(cp.NumpyArith(self.analyze(a, ins[0]).forms), a, steps, lambda: np.zeros((n, a.encoder.hidden, hh, ww), dtype=np.int64))
         return np.stack([h.v for h in hs], axis=1)
 
     def onnx_reference(self, a: Attrs, builder, xs, ins, out):
-        A = cp.OnnxArith(builder)
-        steps = [cp.Fx(builder.op("Gather", [xs[0], builder.const(np.array(t, dtype=np.int64))], axis=1), ins[0].ftype.frac)
+        A = cp.OnnxArith(builder, self.analyze(a, ins[0]).forms, spatial=2)
+        scale = self.input_scale(a, ins[0])
+        steps = [cp.Fx(builder.op("Gather", [xs[0], builder.const(np.array(t, dtype=np.int64))], axis=1), *scale)
                  for t in range(ins[0].shape[0])]
         _, _, hh, ww = ins[0].shape
         # zeros (N, Hc, H, W): the first frame's first channel times 0, broadcast
@@ -165,7 +188,7 @@ class ConvLstm(cp.CellOp[Attrs]):
             mats = ([gates[g].wx for g in GATES] if has_input else []) + [gates[g].wh for g in GATES]
             kind, stored, wprec = codebook(mats)
             body, bias, table, ctable = lstm_body(A, f"{name}_", gates, cell.cell, cell.cell_act, cell.out, False,
-                                                  has_input)
+                                                  has_input, carry=True, cell_mult=cell.cell_mult)
             if has_input:
                 arrays[f"{name}_wx"], precisions[f"{name}_wx"] = np.concatenate(stored[:4]), wprec
             arrays[f"{name}_wh"], precisions[f"{name}_wh"] = np.concatenate(stored[-4:]), wprec
@@ -188,6 +211,9 @@ class ConvLstm(cp.CellOp[Attrs]):
             layer[f"{k}_data"] = np.asarray(v, dtype=np.float64).reshape(-1)
         hls.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout=Layout.SEQUENCE)
 
+    def form(self, a: Attrs, ins, out) -> str:
+        return cp.forms_summary(self.analyze(a, ins[0]).forms)
+
     def macs(self, a: Attrs, ins, out):
         t, c, hh, ww = ins[0].shape
         enc, k2 = a.encoder, a.encoder.kernel ** 2
@@ -204,6 +230,7 @@ class ConvLstm(cp.CellOp[Attrs]):
         if a.forecaster is not None:
             mults += 4 * enc.hidden * a.forecaster.kernel ** 2
             steps += a.steps_out * enc.hidden * pix
+        mults += len(self.analyze(a, ins[0]).forms)  # float-scale requantizations: one multiplier each
         return recurrent_work(self, a, ins, out, states=3, mults=mults, taps=(c + enc.hidden) * enc.kernel ** 2,
                               steps=steps, frames=pix)
 

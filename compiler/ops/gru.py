@@ -151,14 +151,7 @@ class Gru(cp.RecurrentOp[Attrs]):
         })
 
     def form(self, attrs: Attrs, ins, out) -> str:
-        forms = self.analyze(attrs, ins[0]).forms
-        if not forms:
-            return ""
-        ms = [f.mult for f in forms.values() if f.mult is not None]
-        parts = [f"{len(ms)} proven multiply-shift, multipliers up to {max(ms).bit_length() + 1} bits"] if ms else []
-        if len(ms) < len(forms):
-            parts.append(f"{len(forms) - len(ms)} by exact thresholds")
-        return f"{len(forms)} float-scale requantizations: " + "; ".join(parts)
+        return cp.forms_summary(self.analyze(attrs, ins[0]).forms)
 
     def macs(self, attrs, ins, out):
         t, i = ins[0].shape

@@ -96,7 +96,8 @@ def gate_acc(A, x: cp.Fx | None, h: cp.Fx, gate: Gate, name: str, conv: bool = F
     no ``W_x x`` term for a cell without input); partial sums named for the HLS types."""
     acc = cp.named(A, f"{name}_ah", cp.linear(A, h, gate.wh, conv=conv))
     if x is not None:
-        acc = cp.add(A, cp.named(A, f"{name}_ax", cp.linear(A, x, gate.wx, conv=conv)), acc)
+        ax = cp.named(A, f"{name}_ax", cp.linear(A, x, gate.wx, conv=conv))
+        acc = cp.add(A, ax, acc)
     if gate.bias is not None and not scaled(gate, acc):
         acc = cp.add(A, acc, cp.bias_fx(A, gate.bias, gate.bias_frac, conv=conv, mult=gate.bias_mult))
     return cp.named(A, f"{name}_acc", acc)
@@ -167,6 +168,8 @@ def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act
             "rnn/lstm_gate.tpl", name=g, ax_t=cint(T[f"{g}_ax"]) if has_input else "ap_int<2>",
             ah_t=cint(T[f"{g}_ah"]), acc_t=cint(T[f"{g}_acc"]), q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
             sh_ax=shift(T, f"{g}_acc", f"{g}_ax") if has_input else 0, sh_ah=shift(T, f"{g}_acc", f"{g}_ah"),
+            m_ax=cp.factor(A.mults[f"{p}{g}_ax"], A.mults[f"{p}{g}_acc"]) if has_input else 1,
+            m_ah=cp.factor(A.mults[f"{p}{g}_ah"], A.mults[f"{p}{g}_acc"]),
             table_offset=offsets[k], **rq))
     fields = {**_product_fields(A, p, "fc", "fc", cq), **_product_fields(A, p, "ig", "ig", cq),
               **_product_fields(A, p, "h_prod", "hp", oq)}
@@ -231,11 +234,7 @@ class Lstm(cp.RecurrentOp[Attrs]):
         })
 
     def form(self, attrs: Attrs, ins, out) -> str:
-        forms = self.analyze(attrs, ins[0]).forms
-        if not forms:
-            return ""
-        widest = max(f.mult.bit_length() + 1 for f in forms.values())
-        return f"{len(forms)} float-scale requantizations: proven multiply-shift, multipliers up to {widest} bits"
+        return cp.forms_summary(self.analyze(attrs, ins[0]).forms)
 
     def macs(self, attrs, ins, out):
         t, i = ins[0].shape

@@ -8,6 +8,8 @@
         static const int sh_ax = ${sh_ax};
         static const int sh_ah = ${sh_ah};
         static const int sh_b = ${sh_b};
+        static const long long m_ax = ${m_ax};
+        static const long long m_ah = ${m_ah};
         static const bool scaled = ${scaled};
         static const long long rq_m = ${rq_m};
         static const int rq_shift = ${rq_shift};

@@ -33,6 +33,12 @@ Taps:
     return acc;
 }
 
+// An operand of an exact sum in the sum's type: x * M << SH (M: the factor onto the sum's
+// common float-scale odd part, 1 on power-of-two grids; SH: the radix alignment).
+template <class sum_T, long long M, int SH, class x_T> inline sum_T tessera_onto(const x_T &x) {
+    return (sum_T)(((sum_T)x * (ap_int<64>)M) << SH);
+}
+
 template <class G, class acc_T> inline typename G::q_t tessera_gate_q(const acc_T &acc) {
     return tessera_requant<typename G::q_t, G::rq_shift, G::rq_mode, G::qmin, G::qmax>(acc);
 }
@@ -107,15 +113,16 @@ inline typename G::act_t tessera_lstm_gate(int g, int j, const typename CONFIG_T
     const int row = g * CONFIG_T::n_hidden + j;
     typename G::ax_t ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
     typename G::ah_t ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
+    typename G::acc_t axah = tessera_onto<typename G::acc_t, G::m_ax, G::sh_ax>(ax) +
+                             tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah);
     if (G::scaled) {
         // a float-scale requantization: the proven clamp((M * sum + C_row) >> s), the bias
         // (on another float grid) inside the per-row C_row held in b
-        typename G::acc_t acc = ((typename G::acc_t)ax << G::sh_ax) + ((typename G::acc_t)ah << G::sh_ah);
+        typename G::acc_t acc = axah;
         typename G::ms_t ms = (typename G::ms_t)((typename G::ms_t)acc * (typename G::ms_t)G::rq_m + (typename G::ms_t)b[row]);
         return tessera_gate_act<G>(tessera_gate_q<G>(ms), table);
     }
-    typename G::acc_t acc = ((typename G::acc_t)ax << G::sh_ax) + ((typename G::acc_t)ah << G::sh_ah) +
-                            ((typename G::acc_t)b[row] << G::sh_b);
+    typename G::acc_t acc = axah + ((typename G::acc_t)b[row] << G::sh_b);
     return tessera_gate_act<G>(tessera_gate_q<G>(acc), table);
 }
 
@@ -237,12 +244,6 @@ struct tessera_gru_config {
     static const int wkind = TESSERA_W_INT;
     static const unsigned reuse_factor = 1;
 };
-
-// An operand of an exact sum in the sum's type: x * M << SH (M: the factor onto the sum's
-// common float-scale odd part, 1 on power-of-two grids; SH: the radix alignment).
-template <class sum_T, long long M, int SH, class x_T> inline sum_T tessera_onto(const x_T &x) {
-    return (sum_T)(((sum_T)x * (ap_int<64>)M) << SH);
-}
 
 // A requantization onto a gate's accumulator quantizer: clamp(R((M * acc + C) >> s)); M 1
 // and C 0 for a rounding shift, else the compiler's proven multiply-shift of a float-scale
@@ -403,7 +404,7 @@ template <bool HAS_INPUT> struct tessera_convlstm_input_term {
     template <class G, class CELL, typename CONFIG_T>
     static typename G::acc_t get(const typename CONFIG_T::x_t *x, const typename CELL::wx_t *wx, int row, int py, int px) {
         typename G::ax_t ax = tessera_conv_tap<typename G::ax_t, CELL::wkind, CONFIG_T::n_in, CONFIG_T>(x, wx, row, py, px);
-        return (typename G::acc_t)ax << G::sh_ax;
+        return tessera_onto<typename G::acc_t, G::m_ax, G::sh_ax>(ax);
     }
 };
 template <> struct tessera_convlstm_input_term<false> {
@@ -420,8 +421,15 @@ inline typename G::act_t tessera_convlstm_gate(int g, int j, int py, int px, con
                                                const typename CELL::table_t *table) {
     const int row = g * CONFIG_T::n_hidden + j;
     typename G::ah_t ah = tessera_conv_tap<typename G::ah_t, CELL::wkind, CONFIG_T::n_hidden, CONFIG_T>(h, wh, row, py, px);
-    typename G::acc_t acc = ((typename G::acc_t)ah << G::sh_ah) + ((typename G::acc_t)b[row] << G::sh_b) +
-                            tessera_convlstm_input_term<CELL::has_input>::template get<G, CELL, CONFIG_T>(x, wx, row, py, px);
+    typename G::acc_t ax = tessera_convlstm_input_term<CELL::has_input>::template get<G, CELL, CONFIG_T>(x, wx, row, py, px);
+    if (G::scaled) {
+        // a float-scale requantization: the proven clamp((M * sum + C_row) >> s), the bias
+        // (on another float grid) inside the per-row C_row held in b
+        typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + ax;
+        typename G::ms_t ms = (typename G::ms_t)((typename G::ms_t)acc * (typename G::ms_t)G::rq_m + (typename G::ms_t)b[row]);
+        return tessera_gate_act<G>(tessera_gate_q<G>(ms), table);
+    }
+    typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + ((typename G::acc_t)b[row] << G::sh_b) + ax;
     return tessera_gate_act<G>(tessera_gate_q<G>(acc), table);
 }
 

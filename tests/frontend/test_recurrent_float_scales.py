@@ -67,7 +67,8 @@ def _inputs(n: int, seed: int = 1, shape=(T, I)) -> np.ndarray:
 
 def _file(path, x: np.ndarray) -> np.ndarray:
     """The sequence output of the user's file, run in float64 one sample at a time."""
-    return np.stack([run_cell_onnx(path, {"x": x[i:i + 1]})["y"].reshape(x.shape[1], -1) for i in range(len(x))])
+    ys = [run_cell_onnx(path, {"x": x[i:i + 1]})["y"] for i in range(len(x))]
+    return np.stack([y.reshape(x.shape[1], -1) if x.ndim == 3 else y[0] for y in ys])
 
 
 def _reference(path, x: np.ndarray) -> tuple[np.ndarray, object]:
@@ -114,6 +115,17 @@ def test_our_gru_with_float_sigmoid_scales_equals_the_file(tmp_path):
     assert np.array_equal(got, want), f"{int((got != want).sum())} of {got.size} outputs differ from the file"
 
 
+def _calibrated(m, defaults: dict, batch: tuple):
+    """``m`` with brevitas' default quantizers on the named submodules (``defaults``: name ->
+    factory), after three statistics steps on random ``batch``-shaped inputs, in eval mode."""
+    for name, make in defaults.items():
+        setattr(m, name, make())
+    with torch.no_grad():
+        for _ in range(3):
+            m(torch.randn(*batch))
+    return m.eval()
+
+
 def _default_gru(tmp_path, acc=(), sigmoids=False, tanh=False, output=False, inputs=False, float_weights=False,
                  seed: int = 0):
     """Our ``QuantGRU`` (ternary power-of-two weights) with brevitas' default quantizers
@@ -127,23 +139,19 @@ def _default_gru(tmp_path, acc=(), sigmoids=False, tanh=False, output=False, inp
 
     torch.manual_seed(seed)
     m = QuantGRU(I, 6, weight_quant=Int8WeightPerTensorFloat if float_weights else weight_quant_for("ternary"))
-    for q in acc:
-        setattr(m, f"{q}_acc_quant", QuantIdentity(return_quant_tensor=False))
+    defaults = {f"{q}_acc_quant": lambda: QuantIdentity(return_quant_tensor=False) for q in acc}
     if sigmoids:
-        m.reset_sigmoid_quant = QuantSigmoid(return_quant_tensor=False)
-        m.update_sigmoid_quant = QuantSigmoid(return_quant_tensor=False)
+        defaults |= {f"{q}_sigmoid_quant": lambda: QuantSigmoid(return_quant_tensor=False) for q in ("reset", "update")}
     if tanh:
-        m.new_tanh_quant = QuantTanh(return_quant_tensor=False)
+        defaults["new_tanh_quant"] = lambda: QuantTanh(return_quant_tensor=False)
     if output:
-        m.output_quant = QuantIdentity(return_quant_tensor=True)
+        defaults["output_quant"] = lambda: QuantIdentity(return_quant_tensor=True)
     if inputs:
-        m.input_quant = QuantIdentity(return_quant_tensor=True)
-    with torch.no_grad():
-        for _ in range(3):
-            m(torch.randn(16, T, I))
+        defaults["input_quant"] = lambda: QuantIdentity(return_quant_tensor=True)
+    m = _calibrated(m, defaults, (16, T, I))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return export_gru(m.eval(), tmp_path / "gru.onnx", seq_len=T)
+        return export_gru(m, tmp_path / "gru.onnx", seq_len=T)
 
 
 ALL_ACC = ("reset", "update", "new")
@@ -171,12 +179,13 @@ def test_gru_float_scales_beyond_int64_are_refused(tmp_path):
     assert "needs" in line and "more than the 62 the exact flow supports" in line, line
 
 
-def _csim_verifies(tmp_path, path, io_type: str, hidden: int) -> None:
-    """Compile, then ``verify`` 300 random + 100 real samples with the file's own outputs
-    (float64) as the independent check: 0 mismatches, every output equal."""
-    x = _inputs(100, seed=4)
+def _csim_verifies(tmp_path, path, io_type: str, x=None) -> None:
+    """Compile, then ``verify`` 300 random + 100 real samples (``x``) with the file's own
+    outputs (float64) as the independent check: 0 mismatches, every output equal."""
+    x = _inputs(100, seed=4) if x is None else x
+    want = _file(path, x)
     np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "file.npy", _file(path, x))
+    np.save(tmp_path / "file.npy", want)
     runner = CliRunner()
     r = runner.invoke(main, ["compile", str(path), "-o", str(tmp_path / "prj"), "--io-type", io_type])
     assert r.exit_code == 0, r.output
@@ -184,16 +193,17 @@ def _csim_verifies(tmp_path, path, io_type: str, hidden: int) -> None:
                              str(tmp_path / "x.npy"), "--expected", str(tmp_path / "file.npy"),
                              "--report", str(tmp_path / "r.json")])
     assert r.exit_code == 0, r.output
-    assert f"{100 * T * hidden}/{100 * T * hidden} equal the exact reference" in r.output, r.output
+    per = want[0].size
+    assert f"{len(x) * per}/{len(x) * per} equal the exact reference" in r.output, r.output
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert rep["mismatches"] == 0 and rep["samples"] == 400 and rep["outputs"] == 400 * T * hidden
+    assert rep["mismatches"] == 0 and rep["samples"] == 300 + len(x) and rep["outputs"] == (300 + len(x)) * per
 
 
 @pytest.mark.csim
 @pytest.mark.parametrize("io_type,calibrated,kw", [("parallel", True, {}), ("stream", True, {"coupled_input_forget_gates": True}),
                                                    ("stream", False, {})], ids=["parallel", "stream-cifg", "stream-initial"])
 def test_default_quant_lstm_csim_verifies(tmp_path, io_type, calibrated, kw):
-    _csim_verifies(tmp_path, _default_lstm(tmp_path, seed=3, calibrated=calibrated, **kw), io_type, H)
+    _csim_verifies(tmp_path, _default_lstm(tmp_path, seed=3, calibrated=calibrated, **kw), io_type)
 
 
 @pytest.mark.csim
@@ -204,4 +214,62 @@ def test_default_quant_gru_csim_verifies(tmp_path, io_type, case):
     (node,) = g.nodes
     forms = OPS[node.op].analyze(node.attrs, g.type_of(node.inputs[0])).forms
     assert any(f.mult is None for f in forms.values()), "the kernel should compare with thresholds somewhere"
-    _csim_verifies(tmp_path, path, io_type, 6)
+    _csim_verifies(tmp_path, path, io_type)
+
+
+FS, FC, HC = 6, 2, 3  # ConvLSTM frames: size, input channels, hidden channels
+ALL_CONV_ACC = ("input", "forget", "cell", "output")
+CONVLSTM_CASES = {"accs-sigmoids": {"acc": ALL_CONV_ACC, "sigmoids": True}, "cell": {"cell": True},
+                  "output": {"output": True}, "weights": {"float_weights": True}}
+
+
+def _default_convlstm(tmp_path, acc=(), sigmoids=False, cell=False, output=False, float_weights=False, seed: int = 0):
+    """Our ``QuantConvLSTM`` (3x3 kernels) with brevitas' default quantizers in the named
+    places, after three statistics steps."""
+    from brevitas.nn import QuantIdentity, QuantSigmoid
+    from brevitas.quant import Int8WeightPerTensorFloat
+
+    from tessera.models.rnn.cells import QuantConvLSTM
+    from tessera.models.rnn.export import export_convlstm
+    from tessera.models.rnn.quant import weight_quant_for
+
+    torch.manual_seed(seed)
+    m = QuantConvLSTM(FC, HC, 3, weight_quant=Int8WeightPerTensorFloat if float_weights else weight_quant_for("ternary"))
+    defaults = {f"{q}_acc_quant": lambda: QuantIdentity(return_quant_tensor=False) for q in acc}
+    if sigmoids:
+        defaults |= {f"{q}_sigmoid_quant": lambda: QuantSigmoid(return_quant_tensor=False) for q in ("input", "forget", "output")}
+    if cell:
+        defaults["cell_state_quant"] = lambda: QuantIdentity(return_quant_tensor=False)
+    if output:
+        defaults["output_quant"] = lambda: QuantIdentity(return_quant_tensor=True)
+    m = _calibrated(m, defaults, (8, 3, FC, FS, FS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return export_convlstm(m, tmp_path / "convlstm.onnx", seq_len=3, height=FS, width=FS)
+
+
+@pytest.mark.parametrize("case", list(CONVLSTM_CASES))
+def test_our_convlstm_with_default_quantizers_equals_the_file(tmp_path, case):
+    path = _default_convlstm(tmp_path, **CONVLSTM_CASES[case])
+    x = _inputs(60, shape=(3, FC, FS, FS))
+    got, g = _reference(path, x)
+    (node,) = g.nodes[-1:]
+    cell = node.attrs.encoder
+    mults = [m for gate in cell.gates for m in (gate.acc_mult, gate.act.mult, gate.wx.mult, gate.wh.mult)] + [cell.cell_mult, cell.out_mult]
+    assert set(mults) != {1}, "some quantizer should have a float scale"
+    want = _file(path, x)
+    assert np.array_equal(got, want), f"{int((got != want).sum())} of {got.size} outputs differ from the file"
+    assert np.unique(got).size > 20
+
+
+def test_convlstm_float_scales_beyond_int64_are_refused(tmp_path):
+    path = _default_convlstm(tmp_path, acc=ALL_CONV_ACC, sigmoids=True, cell=True, output=True, float_weights=True)
+    line = refused_in_one_line(path, "QuantConvLSTMCell")
+    assert "needs" in line and "more than the 62 the exact flow supports" in line, line
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("io_type,case", [("parallel", "accs-sigmoids"), ("stream", "output")])
+def test_default_quant_convlstm_csim_verifies(tmp_path, io_type, case):
+    path = _default_convlstm(tmp_path, seed=2, **CONVLSTM_CASES[case])
+    _csim_verifies(tmp_path, path, io_type, x=_inputs(40, seed=4, shape=(3, FC, FS, FS)))
