@@ -132,7 +132,7 @@ def sequence_extension(layer: str, prefix: str, weights: tuple[str, ...], flags:
 def frames_extension(layer: str, prefix: str, weights: tuple[str, ...], doc: str) -> Extension:
     """A ConvLSTM over a frame sequence (channels-last frames); ``body`` holds its cells."""
     ints = ("n_steps", "n_in", "n_hidden", "height", "width", "kernel", "steps_out")
-    return Extension(layer, doc, "rnn", "nnet_tessera_rnn.h", config_keys=ints + ("body",), output_shape=out_shape_attr,
+    return Extension(layer, doc, "rnn", "nnet_tessera_convlstm.h", config_keys=ints + ("body",), output_shape=out_shape_attr,
                      attributes=ints, texts=("body",), weights=tuple(Weight(w, f"{w}{{index}}", w) for w in weights),
                      prefix=prefix, config_types=weight_types(weights))
 

@@ -1,0 +1,243 @@
+// Tessera quantized ConvLSTM (encoder, and a forecaster cell without input) on integer
+// codes: the LSTM gating of nnet_tessera_rnn.h with 'same' 2D convolutions as the gate
+// products.  The step mirrors tessera/compiler/ops/convlstm.py.
+#ifndef NNET_TESSERA_CONVLSTM_H_
+#define NNET_TESSERA_CONVLSTM_H_
+
+#include "nnet_tessera_rnn.h"
+
+namespace nnet {
+
+// -- ConvLSTM -------------------------------------------------------------------------------
+// Frames are held channel-major ([c][y][x]) inside the kernel; hls4ml's tensors are
+// channels-last per frame ([t][y][x][c]).  Convolutions are 'same' (zero padding k / 2).
+
+struct tessera_convlstm_config {
+    static const unsigned n_steps = 1, n_in = 1, n_hidden = 1, height = 1, width = 1, kernel = 1, steps_out = 0;
+    static const unsigned reuse_factor = 1;
+};
+
+// sum over channels and taps of v[ci][py+dy-P][px+dx-P] * w[row][ci][dy][dx]
+template <class acc_T, int KIND, int NC, typename CONFIG_T, class v_T, class w_T>
+inline acc_T tessera_conv_tap(const v_T *v, const w_T *w, int row, int py, int px) {
+    const int K = CONFIG_T::kernel, P = CONFIG_T::kernel / 2, HH = CONFIG_T::height, WW = CONFIG_T::width;
+    acc_T acc = 0;
+Channels:
+    for (int ci = 0; ci < NC; ci++)
+        for (int dy = 0; dy < K; dy++)
+            for (int dx = 0; dx < K; dx++) {
+                const int iy = py + dy - P, ix = px + dx - P;
+                if (iy < 0 || iy >= HH || ix < 0 || ix >= WW)
+                    continue;
+                acc += tessera_wmul<KIND>::template mul<acc_T>(v[(ci * HH + iy) * WW + ix],
+                                                                 w[((row * NC + ci) * K + dy) * K + dx]);
+            }
+    return acc;
+}
+
+template <bool HAS_INPUT> struct tessera_convlstm_input_term {
+    template <class G, class CELL, typename CONFIG_T>
+    static typename G::acc_t get(const typename CONFIG_T::x_t *x, const typename CELL::wx_t *wx, int row, int py, int px) {
+        typename G::ax_t ax = tessera_conv_tap<typename G::ax_t, CELL::wkind, CONFIG_T::n_in, CONFIG_T>(x, wx, row, py, px);
+        return tessera_onto<typename G::acc_t, G::m_ax, G::sh_ax>(ax);
+    }
+};
+template <> struct tessera_convlstm_input_term<false> {
+    template <class G, class CELL, typename CONFIG_T>
+    static typename G::acc_t get(const typename CONFIG_T::x_t *, const typename CELL::wx_t *, int, int, int) {
+        return 0;
+    }
+};
+
+template <class G, class CELL, typename CONFIG_T>
+inline typename G::act_t tessera_convlstm_gate(int g, int j, int py, int px, const typename CONFIG_T::x_t *x,
+                                               const typename CELL::h_t *h, const typename CELL::wx_t *wx,
+                                               const typename CELL::wh_t *wh, const typename CELL::b_t *b,
+                                               const typename CELL::table_t *table) {
+    const int row = g * CONFIG_T::n_hidden + j;
+    typename G::ah_t ah = tessera_conv_tap<typename G::ah_t, CELL::wkind, CONFIG_T::n_hidden, CONFIG_T>(h, wh, row, py, px);
+    typename G::acc_t ax = tessera_convlstm_input_term<CELL::has_input>::template get<G, CELL, CONFIG_T>(x, wx, row, py, px);
+    if (G::scaled) {
+        // a float-scale requantization: the proven clamp((M * sum + C_row) >> s), the bias
+        // (on another float grid) inside the per-row C_row held in b
+        typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + ax;
+        typename G::ms_t ms = (typename G::ms_t)((typename G::ms_t)acc * (typename G::ms_t)G::rq_m + (typename G::ms_t)b[row]);
+        return tessera_gate_act<G>(tessera_gate_q<G>(ms), table);
+    }
+    typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + ((typename G::acc_t)b[row] << G::sh_b) + ax;
+    return tessera_gate_act<G>(tessera_gate_q<G>(acc), table);
+}
+
+// One step of one cell over the whole frame; h is read (old) for every pixel, then replaced.
+template <class CELL, typename CONFIG_T>
+void tessera_convlstm_step(const typename CONFIG_T::x_t *x, typename CELL::h_t *h, typename CELL::c_t *c,
+                           const typename CELL::wx_t *wx, const typename CELL::wh_t *wh, const typename CELL::b_t *b,
+                           const typename CELL::table_t *gate_table, const typename CELL::ctable_t *cell_table) {
+    typedef typename CELL::gate_i GI;
+    typedef typename CELL::gate_f GF;
+    typedef typename CELL::gate_c GC;
+    typedef typename CELL::gate_o GO;
+    const int NPIX = CONFIG_T::height * CONFIG_T::width;
+    typename CELL::h_t h_new[CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width];
+Hidden:
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+    Pixels:
+        for (int p = 0; p < NPIX; p++) {
+            #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
+            const int py = p / CONFIG_T::width, px = p % CONFIG_T::width, k = j * NPIX + p;
+            typename GI::act_t ai = tessera_convlstm_gate<GI, CELL, CONFIG_T>(0, j, py, px, x, h, wx, wh, b, gate_table);
+            typename GF::act_t af = tessera_convlstm_gate<GF, CELL, CONFIG_T>(1, j, py, px, x, h, wx, wh, b, gate_table);
+            typename GC::act_t ac = tessera_convlstm_gate<GC, CELL, CONFIG_T>(2, j, py, px, x, h, wx, wh, b, gate_table);
+            typename GO::act_t ao = tessera_convlstm_gate<GO, CELL, CONFIG_T>(3, j, py, px, x, h, wx, wh, b, gate_table);
+            tessera_lstm_gating<CELL>(ai, af, ac, ao, c[k], h_new[k], cell_table);
+        }
+Update:
+    for (int k = 0; k < (int)(CONFIG_T::n_hidden * NPIX); k++)
+        h[k] = h_new[k];
+}
+
+// The encoder's last states through the forecaster's state quantizers.
+template <typename CONFIG_T>
+void tessera_convlstm_handover(const typename CONFIG_T::enc::h_t *h, const typename CONFIG_T::enc::c_t *c,
+                               typename CONFIG_T::fc::h_t *fh, typename CONFIG_T::fc::c_t *fcs) {
+    typedef typename CONFIG_T::fc FC;
+    for (int k = 0; k < (int)(CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width); k++) {
+        fh[k] = tessera_requant<typename FC::h_t, CONFIG_T::sh_handover_h, FC::h_mode, FC::h_min, FC::h_max>(h[k]);
+        fcs[k] = tessera_requant<typename FC::c_t, CONFIG_T::sh_handover_c, FC::c_mode, FC::c_min, FC::c_max>(c[k]);
+    }
+}
+
+template <class T, typename CONFIG_T> void tessera_convlstm_zero(T *v) {
+    for (int k = 0; k < (int)(CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width); k++)
+        v[k] = 0;
+}
+
+// channels-last frame t of an array -> channel-major codes
+template <class data_T, typename CONFIG_T> void tessera_convlstm_load(const data_T *data, int t, typename CONFIG_T::x_t *x) {
+    const int NPIX = CONFIG_T::height * CONFIG_T::width;
+    for (int p = 0; p < NPIX; p++)
+        for (int ci = 0; ci < (int)CONFIG_T::n_in; ci++)
+            x[ci * NPIX + p] = tessera_code_of(data[(t * NPIX + p) * CONFIG_T::n_in + ci]);
+}
+
+template <class res_T, class h_T, typename CONFIG_T> void tessera_convlstm_store(const h_T *h, int t, res_T *res) {
+    const int NPIX = CONFIG_T::height * CONFIG_T::width;
+    for (int p = 0; p < NPIX; p++)
+        for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+            res[(t * NPIX + p) * CONFIG_T::n_hidden + j] = tessera_of_code<res_T>(h[j * NPIX + p]);
+}
+
+template <class data_T, typename CONFIG_T> void tessera_convlstm_read(hls::stream<data_T> &data, typename CONFIG_T::x_t *x) {
+    const int NPIX = CONFIG_T::height * CONFIG_T::width;
+    for (int p = 0; p < NPIX; p++) {
+        data_T in = data.read();
+        for (int ci = 0; ci < (int)CONFIG_T::n_in; ci++)
+            x[ci * NPIX + p] = tessera_code_of(in[ci]);
+    }
+}
+
+template <class res_T, class h_T, typename CONFIG_T> void tessera_convlstm_write(const h_T *h, hls::stream<res_T> &res) {
+    const int NPIX = CONFIG_T::height * CONFIG_T::width;
+    for (int p = 0; p < NPIX; p++) {
+        res_T out;
+        for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+            out[j] = tessera_of_code<typename res_T::value_type>(h[j * NPIX + p]);
+        res.write(out);
+    }
+}
+
+#define TESSERA_CONVLSTM_STATE(CELL)                                                                                   \
+    typename CELL::h_t CELL##_h[CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width];                               \
+    typename CELL::c_t CELL##_c[CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width];                               \
+    tessera_convlstm_zero<typename CELL::h_t, CONFIG_T>(CELL##_h);                                                     \
+    tessera_convlstm_zero<typename CELL::c_t, CONFIG_T>(CELL##_c);
+
+// Encoder only: every step's hidden state out.
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_convlstm_cl(data_T data[], res_T res[], typename CONFIG_T::enc::wx_t enc_wx[],
+                         typename CONFIG_T::enc::wh_t enc_wh[], typename CONFIG_T::enc::b_t enc_b[],
+                         typename CONFIG_T::enc::table_t enc_gate_table[], typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
+    typedef typename CONFIG_T::enc enc;
+    typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
+    TESSERA_CONVLSTM_STATE(enc)
+Steps:
+    for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
+        tessera_convlstm_load<data_T, CONFIG_T>(data, t, x);
+        tessera_convlstm_step<enc, CONFIG_T>(x, enc_h, enc_c, enc_wx, enc_wh, enc_b, enc_gate_table, enc_cell_table);
+        tessera_convlstm_store<res_T, typename enc::h_t, CONFIG_T>(enc_h, t, res);
+    }
+}
+
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_convlstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, typename CONFIG_T::enc::wx_t enc_wx[],
+                             typename CONFIG_T::enc::wh_t enc_wh[], typename CONFIG_T::enc::b_t enc_b[],
+                             typename CONFIG_T::enc::table_t enc_gate_table[],
+                             typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
+    typedef typename CONFIG_T::enc enc;
+    typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
+    TESSERA_CONVLSTM_STATE(enc)
+Steps:
+    for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
+        tessera_convlstm_read<data_T, CONFIG_T>(data, x);
+        tessera_convlstm_step<enc, CONFIG_T>(x, enc_h, enc_c, enc_wx, enc_wh, enc_b, enc_gate_table, enc_cell_table);
+        tessera_convlstm_write<res_T, typename enc::h_t, CONFIG_T>(enc_h, res);
+    }
+}
+
+// Encoder over the input frames, then the forecaster (no input) for steps_out steps; the
+// forecaster's hidden states out.
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_convlstm_forecast_cl(data_T data[], res_T res[], typename CONFIG_T::enc::wx_t enc_wx[],
+                                  typename CONFIG_T::enc::wh_t enc_wh[], typename CONFIG_T::enc::b_t enc_b[],
+                                  typename CONFIG_T::enc::table_t enc_gate_table[],
+                                  typename CONFIG_T::enc::ctable_t enc_cell_table[], typename CONFIG_T::fc::wh_t fc_wh[],
+                                  typename CONFIG_T::fc::b_t fc_b[], typename CONFIG_T::fc::table_t fc_gate_table[],
+                                  typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
+    typedef typename CONFIG_T::enc enc;
+    typedef typename CONFIG_T::fc fc;
+    typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
+    TESSERA_CONVLSTM_STATE(enc)
+    TESSERA_CONVLSTM_STATE(fc)
+Encode:
+    for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
+        tessera_convlstm_load<data_T, CONFIG_T>(data, t, x);
+        tessera_convlstm_step<enc, CONFIG_T>(x, enc_h, enc_c, enc_wx, enc_wh, enc_b, enc_gate_table, enc_cell_table);
+    }
+    tessera_convlstm_handover<CONFIG_T>(enc_h, enc_c, fc_h, fc_c);
+Forecast:
+    for (int t = 0; t < (int)CONFIG_T::steps_out; t++) {
+        tessera_convlstm_step<fc, CONFIG_T>(x, fc_h, fc_c, (const typename fc::wx_t *)0, fc_wh, fc_b, fc_gate_table,
+                                            fc_cell_table);
+        tessera_convlstm_store<res_T, typename fc::h_t, CONFIG_T>(fc_h, t, res);
+    }
+}
+
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_convlstm_forecast_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
+                                      typename CONFIG_T::enc::wx_t enc_wx[], typename CONFIG_T::enc::wh_t enc_wh[],
+                                      typename CONFIG_T::enc::b_t enc_b[], typename CONFIG_T::enc::table_t enc_gate_table[],
+                                      typename CONFIG_T::enc::ctable_t enc_cell_table[], typename CONFIG_T::fc::wh_t fc_wh[],
+                                      typename CONFIG_T::fc::b_t fc_b[], typename CONFIG_T::fc::table_t fc_gate_table[],
+                                      typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
+    typedef typename CONFIG_T::enc enc;
+    typedef typename CONFIG_T::fc fc;
+    typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
+    TESSERA_CONVLSTM_STATE(enc)
+    TESSERA_CONVLSTM_STATE(fc)
+Encode:
+    for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
+        tessera_convlstm_read<data_T, CONFIG_T>(data, x);
+        tessera_convlstm_step<enc, CONFIG_T>(x, enc_h, enc_c, enc_wx, enc_wh, enc_b, enc_gate_table, enc_cell_table);
+    }
+    tessera_convlstm_handover<CONFIG_T>(enc_h, enc_c, fc_h, fc_c);
+Forecast:
+    for (int t = 0; t < (int)CONFIG_T::steps_out; t++) {
+        tessera_convlstm_step<fc, CONFIG_T>(x, fc_h, fc_c, (const typename fc::wx_t *)0, fc_wh, fc_b, fc_gate_table,
+                                            fc_cell_table);
+        tessera_convlstm_write<res_T, typename fc::h_t, CONFIG_T>(fc_h, res);
+    }
+}
+
+} // namespace nnet
+
+#endif
