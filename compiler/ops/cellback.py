@@ -138,7 +138,9 @@ class IntervalArith:
         thr = np.array([[int(v) for v in t] for _, t in st], dtype=np.int64).reshape(len(steps), -1)
         if found is None:
             width = FixedType.for_range(min(lo, 0), max(hi, 0), 0).width
-            if not self.threshold_kernels or len(steps) > 1:
+            # the kernel's threshold form: one step, increasing, thresholds exact in the float64
+            # weight files hls4ml writes
+            if not self.threshold_kernels or len(steps) > 1 or st[0][0] != 1 or width > 53:
                 raise UnsupportedModelError(f"{name}: its float-scale requantization of {width}-bit values has no proven "
                                             f"multiply-shift within {MAX_PRODUCT_BITS} bits (too many significant bits "
                                             "in the scales it combines)")

@@ -68,11 +68,10 @@ def requant_fields(A: cp.IntervalArith, name: str, q: QuantAttrs, key: str, thr:
         return {**fields, f"{key}_shift": A.types[name].frac - q.out.frac, f"{key}_mode": q.rounding.cpp,
                 f"{key}_m": 1, f"{key}_c": 0, f"{key}_ms_t": cint(A.types[name])}
     if form.mult is None:
-        t = [int(v) for v in form.thr[0]]
-        if thr is None or form.sign != 1 or any(abs(v) >= 2**53 for v in t):
-            raise UnsupportedModelError(f"{name}: its float-scale requantization has no proven multiply-shift")
+        if thr is None:
+            raise ValueError(f"{name}: a threshold requantization in a kernel without a threshold array")
         fields = {f"{key}_thr": "true", f"{key}_thr_at": len(thr)}
-        thr.extend(t)
+        thr.extend(int(v) for v in form.thr[0])
         return {**fields, f"{key}_shift": 0, f"{key}_mode": Rounding.FLOOR.cpp, f"{key}_m": 1, f"{key}_c": 0,
                 f"{key}_ms_t": cint(A.types[name])}
     return {**fields, f"{key}_shift": form.shift, f"{key}_mode": Rounding.FLOOR.cpp, f"{key}_m": form.mult,

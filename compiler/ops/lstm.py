@@ -96,8 +96,7 @@ def gate_acc(A, x: cp.Fx | None, h: cp.Fx, gate: Gate, name: str, conv: bool = F
     no ``W_x x`` term for a cell without input); partial sums named for the HLS types."""
     acc = cp.named(A, f"{name}_ah", cp.linear(A, h, gate.wh, conv=conv))
     if x is not None:
-        ax = cp.named(A, f"{name}_ax", cp.linear(A, x, gate.wx, conv=conv))
-        acc = cp.add(A, ax, acc)
+        acc = cp.add(A, cp.named(A, f"{name}_ax", cp.linear(A, x, gate.wx, conv=conv)), acc)
     if gate.bias is not None and not scaled(gate, acc):
         acc = cp.add(A, acc, cp.bias_fx(A, gate.bias, gate.bias_frac, conv=conv, mult=gate.bias_mult))
     return cp.named(A, f"{name}_acc", acc)
