@@ -13,7 +13,9 @@ from pathlib import Path
 
 from tessera.compiler import api
 from tessera.compiler.ops import OPS
+from tessera.compiler.sim.build import Builder
 from tessera.compiler.sim.csim import CSim
+from tessera.compiler.sim.objcache import ObjectCache
 
 
 def weight_bits(graph) -> int:
@@ -22,28 +24,17 @@ def weight_bits(graph) -> int:
 
 
 def csim_peak_rss_mb(prj: Path, codes) -> float:
-    """Memory of the C-simulation (MiB): the peak resident memory of a fresh Python process
-    that loads the project's C-simulation library and runs ``codes`` through it, minus the
-    same process's resident memory just before (interpreter, numpy, tessera)."""
-    import subprocess
-    import sys
-    import tempfile
-
-    import numpy as np
-
-    with tempfile.TemporaryDirectory() as tmp:
-        np.save(Path(tmp) / "codes.npy", codes)
-        # VmHWM (peak RSS of this process image); getrusage's ru_maxrss would also count
-        # the parent's peak, which Linux carries across fork + exec
-        script = ("import numpy as np\n"
-                  "from tessera.compiler.sim.csim import CSim\n"
-                  "def kb(key): return int(next(l.split()[1] for l in open('/proc/self/status') if l.startswith(key)))\n"
-                  f"codes = np.load({str(Path(tmp) / 'codes.npy')!r})\n"
-                  "before = kb('VmRSS:')\n"
-                  f"CSim({str(prj)!r}).run_codes(codes)\n"
-                  "print(kb('VmHWM:') - before)\n")
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    return round(int(out.stdout.strip().splitlines()[-1]) / 1024, 1)
+    """Memory of the C-simulation (MiB): the peak resident memory of the worker process that
+    runs ``codes`` through the project's library, minus its resident memory once started
+    (interpreter, numpy, the loaded library)."""
+    sim = CSim(prj, workers=1)
+    try:
+        sim.start(len(codes))
+        before = sim.worker_memory_kib()[0][0]
+        sim.run_codes(codes)
+        return round((sim.worker_memory_kib()[0][1] - before) / 1024, 1)
+    finally:
+        sim.close()
 
 
 def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Path | None = None,
@@ -56,7 +47,7 @@ def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Pat
     api.write(graph, onnx_path, prj, api.hls_options(graph, f"io_{io}"), force=True, tb_samples=tb_samples)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    CSim(prj).build(rebuild=True)
+    Builder(cache=ObjectCache(None)).build(prj, rebuild=True)  # a first build: no stored objects
     build_s = time.perf_counter() - t0
     rep = api.verify_project(onnx_path, prj, samples=samples, seed=seed, data=data, user_samples=user_samples,
                              oracle=oracle, oracle_name=oracle_name)

@@ -180,9 +180,9 @@ def write_outputs(results: list[dict], out: Path) -> None:
              "full-range sequences plus real test sequences; its *brevitas differs* counts the real sequences' outputs. "
              " *mismatches*: C-simulation outputs differing from the exact onnxruntime reference (`==`).  *independent check*: outputs of the exact reference equal to brevitas' forward of the trained module (no ONNX executor runs the cells) on every verified sequence, random and real.  *brevitas differs*: outputs of brevitas' float32 forward of the same model that "
              "differ from the exact reference, on the same sequences.  Accuracies: on the real windows (the last steps of "
-             "test sentences at least that long, read from a zero state). *C-sim MiB*: peak resident memory of a fresh "
-             "process while it loads the C-simulation library and runs 50 sequences (4 for ConvLSTM), above its memory "
-             "just before (Linux VmHWM - VmRSS).  Times: wall clock on a shared 2-core machine (upper bounds).", "",
+             "test sentences at least that long, read from a zero state). *C-sim MiB*: peak resident memory of the "
+             "C-simulation's worker process while it runs 50 sequences (4 for ConvLSTM), above its memory once it has "
+             "loaded the library (Linux VmHWM - VmRSS).  Times: wall clock on a shared 2-core machine (upper bounds).", "",
              f"| cell | weights | io | steps | {COMMON_HEADER} | brevitas differs | C-sim acc | brevitas acc | "
              "weight bits | max acc bits | C-sim MiB |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -11,7 +11,9 @@ import sys
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+from rich.text import Text
 
 from ..compiler.errors import TesseraError
 
@@ -56,9 +58,27 @@ def handle_errors(fn):
     return wrapper
 
 
+class RateColumn(ProgressColumn):
+    """Items per second (the task's ``unit`` field, default samples)."""
+
+    def render(self, task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.1f} {task.fields.get('unit', 'samples')}/s" if speed else "", style="progress.data.speed")
+
+
 def progress_bar() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not console.is_terminal)
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
+                    disable=not console.is_terminal)
+
+
+def build_simulation(sim) -> None:
+    """Build a project's C-simulation under a status line, then say what the build did."""
+    with console.status("building the C-simulation (g++)"):
+        sim.build()
+    report = getattr(sim, "last_build", None)
+    if report is not None:
+        console.print(report.line(), highlight=False)
 
 
 def parse_bytes(text: str) -> int:
@@ -99,4 +119,4 @@ def main(debug: bool) -> None:
 
 
 __all__ = ["EXIT_INTERNAL", "EXIT_MISMATCH", "console", "handle_errors", "main", "out", "parse_bytes", "parse_reuse",
-           "progress_bar"]
+           "build_simulation", "progress_bar"]

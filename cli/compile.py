@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..compiler import api
-from .app import EXIT_MISMATCH, console, handle_errors, main, out, parse_bytes, parse_reuse, progress_bar
+from .app import (EXIT_MISMATCH, build_simulation, console, handle_errors, main, out, parse_bytes, parse_reuse,
+                  progress_bar)
 
 
 @main.command("compile")
@@ -85,7 +86,7 @@ def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name
 @click.option("--input", "input_path", required=True, type=click.Path(path_type=Path), help=".npy of real-valued inputs (N, *shape).")
 @click.option("--output", "output_path", required=True, type=click.Path(path_type=Path), help=".npy to write.")
 @click.option("--codes", is_flag=True, help="Input and output are integer codes instead of real values.")
-@click.option("--workers", type=int, help="Partitioned projects: worker processes running blocks (default: the CPUs).")
+@click.option("--workers", type=int, help="Worker processes running samples, or a partitioned project's blocks (default: the CPUs).")
 @handle_errors
 def emulate(project, input_path, output_path, codes, workers):
     """Run PROJECT's g++ C-simulation on an input array (partitioned projects: every block
@@ -94,11 +95,11 @@ def emulate(project, input_path, output_path, codes, workers):
 
     sim = api.simulation(project, workers)
     x = api.input_codes(project, input_path, codes)
-    with console.status("building the C-simulation (g++)"):
-        sim.build()
+    build_simulation(sim)
     with progress_bar() as p:
         total = api.progress_total(project, len(x), sim)
-        task = p.add_task("emulating" if total == len(x) else f"emulating {len(x)} samples as blocks", total=total)
+        task = p.add_task("emulating" if total == len(x) else f"emulating {len(x)} samples as blocks", total=total,
+                          unit="samples" if total == len(x) else "blocks")
         y = api.emulate(project, x, codes=True, sim=sim, progress=lambda k: p.advance(task, k))
     result = y if codes else api.real_outputs(sim.manifest["output"], y)
     output_path.parent.mkdir(parents=True, exist_ok=True)
@@ -153,8 +154,8 @@ def verify_cmd(model, project, samples, seed, data, user_samples, expected, requ
     with progress_bar() as p:
         task = p.add_task("C-simulation", total=None)
         rep = api.verify_project(model, project, samples=samples, seed=seed, data=data, user_samples=user_samples,
-                                 progress=lambda k: p.advance(task, k), expected=expected,
-                                 require_independent=require_independent)
+                                 progress=lambda k: p.advance(task, k), progress_total=lambda n: p.update(task, total=n),
+                                 expected=expected, require_independent=require_independent)
     if report:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(rep.to_dict(), indent=1))

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ..compiler import api
 from ..compiler.errors import DataError, UnsupportedModelError
-from .app import EXIT_MISMATCH, console, handle_errors, main, out, progress_bar
+from .app import EXIT_MISMATCH, build_simulation, console, handle_errors, main, out, progress_bar
 from .compile import print_verify_report
 
 
@@ -166,8 +166,7 @@ def demo(out_dir, name, epochs, io_type, samples):
     out.print(f"project: {prj}")
     console.rule("3/4 emulate the real test set in C-simulation (g++)")
     sim = api.simulation(prj)
-    with console.status("building the C-simulation (g++)"):
-        sim.build()
+    build_simulation(sim)
     x = api.input_codes(prj, res.test_inputs_path)
     with progress_bar() as p:
         task = p.add_task("emulating", total=len(x))
@@ -180,7 +179,7 @@ def demo(out_dir, name, epochs, io_type, samples):
     with progress_bar() as p:
         task = p.add_task("C-simulation", total=None)
         rep = api.verify_project(res.onnx_path, prj, samples=samples, data=res.test_inputs_path,
-                                 progress=lambda k: p.advance(task, k))
+                                 progress=lambda k: p.advance(task, k), progress_total=lambda n: p.update(task, total=n))
     report = out_dir / "verify_report.json"
     report.write_text(json.dumps({**rep.to_dict(), "csim_test_accuracy": acc}, indent=1))
     out.print(f"report: {report}  ({time.perf_counter() - t0:.0f} s in all)")

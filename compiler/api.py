@@ -174,7 +174,8 @@ def progress_total(project: PathLike, n_samples: int, sim=None) -> int:
 def verify_project(model: PathLike, project: PathLike, *, samples: int = 1000, seed: int = 0,
                    data: PathLike | None = None, user_samples: int = 100, expected: PathLike | None = None,
                    progress: Callable[[int], None] | None = None, require_independent: bool = False,
-                   oracle: Callable[[np.ndarray], np.ndarray] | None = None, oracle_name: str | None = None) -> VerifyReport:
+                   oracle: Callable[[np.ndarray], np.ndarray] | None = None, oracle_name: str | None = None,
+                   progress_total: Callable[[int], None] | None = None) -> VerifyReport:
     """The project's C-simulation against the exact reference of ``model`` on ``samples``
     random full-range inputs (and the real inputs of ``data``), and the exact reference
     against ``model`` itself run by an independent executor: every output compared
@@ -182,7 +183,8 @@ def verify_project(model: PathLike, project: PathLike, *, samples: int = 1000, s
     -> real outputs, e.g. brevitas' forward of the trained module) is theirs on every sample,
     or ``expected`` (the framework's outputs on ``data``) on the real inputs."""
     return verify(model, project, samples=samples, seed=seed, data=data, user_samples=user_samples, progress=progress,
-                  expected=expected, require_independent=require_independent, oracle=oracle, oracle_name=oracle_name)
+                  expected=expected, require_independent=require_independent, oracle=oracle, oracle_name=oracle_name,
+                  progress_total=progress_total)
 
 
 def simulation(project: PathLike, workers: int | None = None):

@@ -14,7 +14,6 @@ Also reported, not a verdict: how often the user's own tools in float32 (qonnx
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -227,8 +226,10 @@ def _oracle_as_independent(oracle, name: str, graph, codes: np.ndarray, ref: np.
 
 def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: int = 0, data: str | Path | None = None,
            user_samples: int = 100, progress=None, expected: str | Path | None = None,
-           require_independent: bool = False, oracle=None, oracle_name: str | None = None) -> VerifyReport:
-    """``oracle``: a caller's executor of the user's model (real inputs ``(N, *shape)`` -> real
+           require_independent: bool = False, oracle=None, oracle_name: str | None = None,
+           progress_total=None) -> VerifyReport:
+    """``progress(k)``: k more samples (or block runs) of the C-simulation done, of the
+    ``progress_total(n)`` announced before it runs.  ``oracle``: a caller's executor of the user's model (real inputs ``(N, *shape)`` -> real
     outputs), the independent check where no ONNX executor runs the model (recurrent cells)."""
     import onnx
 
@@ -252,14 +253,13 @@ def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: i
     sem = run_ir(graph, codes)
     t3 = time.perf_counter()
     sim = open_sim(prj, default_workers())
-    with ThreadPoolExecutor(1) as pool:
-        # the testbench's g++ build runs beside the library's where it does not need it
-        tb = None if sim.testbench_uses_library else pool.submit(sim.testbench)
-        sim.build()
-        t4 = time.perf_counter()
-        got = sim.run_codes(codes, progress=progress)
-        t5 = time.perf_counter()
-        tb_status, tb_line = sim.testbench() if tb is None else tb.result()
+    sim.build()  # the library and, unpartitioned, the testbench from the same objects
+    t4 = time.perf_counter()
+    if progress_total is not None:
+        progress_total(sim.progress_total(len(codes)))
+    got = sim.run_codes(codes, progress=progress)
+    t5 = time.perf_counter()
+    tb_status, tb_line = sim.testbench()
     t6 = time.perf_counter()
     user = user_model_agreement(model_path, graph, codes[:user_samples], ref[:user_samples]) if user_samples else {}
     t7 = time.perf_counter()

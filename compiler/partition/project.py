@@ -24,6 +24,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,7 +38,8 @@ from ..lower.hls4ml_lower import HlsOptions, channels_last_perm
 from ..ops import OPS
 from ..reference.model import OrtReference, reference_model
 from ..samples import sample_codes
-from ..sim.csim import CSim, last_error_line, require_gxx
+from ..sim.build import Builder
+from ..sim.csim import CSim, default_workers, last_error_line, require_gxx
 from ..writer import (MANIFEST, input_quant_entry, io_entry, options_entry, project_folder, read_manifest, sha256,
                       write_project)
 from .exchange import block_box, ownership
@@ -175,8 +177,6 @@ class PartitionedSim:
     """The C-simulation of a partitioned project: the block kernels (in worker processes)
     and the tail, scheduled by :class:`.runtime.Partition` from the project's model."""
 
-    #: the C++ host links the kernels' libraries: it waits for their build
-    testbench_uses_library = True
 
     def __init__(self, prj: str | Path, workers: int = 1):
         from ..frontend import compile_ir
@@ -195,10 +195,13 @@ class PartitionedSim:
         return [self.prj / k for k in p["kernels"].values()] + ([self.prj / p["tail"]] if p["tail"] else [])
 
     def build(self, rebuild: bool = False, progress=None) -> None:
-        for prj in self._projects():
-            CSim(prj).build(rebuild)
-            if progress:
-                progress(1)
+        """Every block kernel's and the tail's library, built side by side (``progress(1)``
+        after each); the partitioned host is their testbench."""
+        builder = Builder(jobs=1)
+        with ThreadPoolExecutor(default_workers()) as pool:
+            for _ in pool.map(lambda prj: builder.build(prj, rebuild, testbench=False), self._projects()):
+                if progress:
+                    progress(1)
 
     def kernel_for(self, g: Graph) -> str:
         if g.input == self.part.cut:  # the tail
@@ -240,7 +243,7 @@ class PartitionedSim:
 def open_sim(prj: str | Path, workers: int = 1):
     """The simulation of a project: partitioned or not."""
     m = read_manifest(prj)
-    return PartitionedSim(prj, workers) if m.get("partition") else CSim(prj)
+    return PartitionedSim(prj, workers) if m.get("partition") else CSim(prj, workers)
 
 
 __all__ = ["PartitionedSim", "open_sim", "signature", "write_partitioned_project"]

@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from ..reference.interpret import run_ir
+from ..sim.csim import default_workers
 from .choose import choose_cut
 from .exchange import block_box, ownership, plan_exchange, run_exchange
 from .execute import run_node
@@ -47,10 +48,6 @@ def _sl(span: Span) -> tuple:
     return (slice(None), slice(None)) + tuple(slice(a, b) for a, b in span)
 
 
-def default_workers() -> int:
-    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
-
-
 # --- worker side: a task is (graph or compiled kernel folder, input region codes) ----------
 
 _KERNELS: dict = {}
@@ -61,8 +58,8 @@ def _run(what, x) -> np.ndarray:
         return run_ir(what, x)
     from ..sim.csim import CSim
 
-    if what not in _KERNELS:
-        _KERNELS[what] = CSim(what)
+    if what not in _KERNELS:  # blocks are spread over the pool's processes: one C-simulation worker each
+        _KERNELS[what] = CSim(what, workers=1)
     return _KERNELS[what].run_codes(x)
 
 

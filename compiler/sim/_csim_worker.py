@@ -6,7 +6,8 @@ segmentation fault, a stack overflow) ends this process, never the caller's.
 
 Protocol on the pipes (binary, one request at a time): the parent writes three int64
 ``n, n_in, n_out`` and the float64 inputs ``[n, n_in]``; the child answers one byte ``.``
-per finished sample, then ``!`` and the float64 outputs ``[n, n_out]``.  The C code's own stdout goes to stderr, which the parent keeps for its
+per finished sample (written by the library's ``tessera_csim_batch``, which runs the whole
+request in one call), then ``!`` and the float64 outputs ``[n, n_out]``.  The C code's own stdout goes to stderr, which the parent keeps for its
 error message.
 """
 
@@ -36,9 +37,12 @@ def main() -> int:
     proto = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # printf in the design must not corrupt the protocol
     requests = os.fdopen(os.dup(0), "rb")
-    fn = getattr(ctypes.cdll.LoadLibrary(lib_path), f"{name}_double")
-    fn.restype = None
-    fn.argtypes = [np.ctypeslib.ndpointer(ctypes.c_double, flags="C_CONTIGUOUS")] * 2
+    lib = ctypes.cdll.LoadLibrary(lib_path)
+    fn = getattr(lib, f"{name}_double")
+    batch = lib.tessera_csim_batch
+    batch.restype = ctypes.c_long
+    batch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_long,
+                      ctypes.c_int]
 
     def serve():
         while True:
@@ -47,12 +51,10 @@ def main() -> int:
                 x = np.frombuffer(read_exact(requests, 8 * n * n_in), dtype=np.float64).reshape(n, n_in)
             except EOFError:
                 return  # the parent closed the pipe
-            y = np.zeros((len(x), n_out), dtype=np.float64)
-            for i in range(len(x)):
-                yi = np.zeros(n_out, dtype=np.float64)
-                fn(np.ascontiguousarray(x[i]), yi)
-                y[i] = yi
-                proto.write(b".")
+            x = np.array(x)  # writable: the bridge's signature takes non-const pointers
+            y = np.zeros((n, n_out), dtype=np.float64)
+            if batch(ctypes.cast(fn, ctypes.c_void_p), x.ctypes.data, y.ctypes.data, n, n_in, n_out, proto.fileno()) != n:
+                return  # the parent closed the pipe
             proto.write(b"!" + y.tobytes())
 
     threading.stack_size(STACK_BYTES)

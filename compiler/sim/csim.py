@@ -1,50 +1,32 @@
-"""g++ C-simulation of a generated project, called through hls4ml's C bridge."""
+"""g++ C-simulation of a generated project: the library :mod:`.build` compiles, run by
+persistent worker processes (one per core), each calling the bridge on batches of samples."""
 
 from __future__ import annotations
 
-import hashlib
-import shutil
+import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from ..writer import read_manifest
-from ..errors import InputDataError, SimulationError, ToolchainError
+from ..errors import InputDataError, SimulationError
+from .build import BuildReport, Builder, last_error_line, library_path, require_gxx
+
+#: A worker is started for every this many samples of a run, up to ``workers``: a worker
+#: costs a process start (~0.2 s), worth it only when it has samples to run.
+MIN_SAMPLES_PER_WORKER = 16
 
 
-def require_gxx() -> str:
-    gxx = shutil.which("g++")
-    if gxx is None:
-        raise ToolchainError("g++ not found on PATH: install a C++ compiler (e.g. apt-get install g++) for C-simulation")
-    return gxx
-
-
-def last_error_line(text: str) -> str:
-    """The first line of a tool's output that names an error (else its first line), shortened."""
-    lines = [ln for ln in text.splitlines() if "error" in ln.lower()] or text.strip().splitlines() or ["(no output)"]
-    return lines[0].strip()[:300]
-
-
-#: Beside the library: the hash of the sources it was built from (``source_hash``).
-BUILD_HASH = ".tessera-build.sha256"
-
-
-def source_hash(prj: Path) -> str:
-    """sha256 of everything a project's C-simulation library is built from: ``firmware/``
-    (the top function, the kernels, the weights, ap_types), the C bridge and the build
-    script.  A library whose recorded hash differs is stale and is rebuilt."""
-    files = [p for p in (prj / "firmware").rglob("*") if p.is_file() and p.suffix != ".so" and p.name != BUILD_HASH]
-    files += [*prj.glob("*_bridge.cpp"), prj / "build_lib.sh"]
-    h = hashlib.sha256()
-    for p in sorted(f for f in files if f.is_file()):
-        data = p.read_bytes()
-        h.update(f"{p.relative_to(prj).as_posix()}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()
+def default_workers() -> int:
+    """Worker processes for C-simulations and partitioned runs: the usable cores (at most 8)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, 8))
 
 
 class _Worker:
@@ -54,13 +36,17 @@ class _Worker:
 
     def __init__(self, lib: Path, name: str):
         self.stderr = tempfile.TemporaryFile()
+        # one thread each: numpy's BLAS threads would spin beside the other workers' cores
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_csim_worker.py")), str(lib), name],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, x: np.ndarray, n_out: int, progress=None) -> np.ndarray:
+    def run(self, x: np.ndarray, n_out: int, progress=None, offset: int = 0) -> np.ndarray:
+        """Outputs of samples ``x``; ``offset``: the index of ``x[0]`` in the caller's run
+        (for the sample a crash names)."""
         n = len(x)
         done = 0
         try:
@@ -81,7 +67,7 @@ class _Worker:
                     raise EOFError
                 return np.frombuffer(data, dtype=np.float64).reshape(n, n_out).copy()
         except (EOFError, BrokenPipeError, OSError):
-            raise self._crashed(done) from None
+            raise self._crashed(offset + done) from None
 
     def _crashed(self, sample: int) -> SimulationError:
         try:
@@ -107,51 +93,58 @@ class _Worker:
 
 
 class CSim:
-    """Builds ``firmware/<project>-*.so`` with the project's build_lib.sh and runs samples."""
+    """A project's C-simulation: :meth:`build` (:mod:`.build`), then :meth:`run_codes` on up
+    to ``workers`` worker processes (default: the usable cores), kept between runs."""
 
-    #: the testbench is its own g++ build of the sources (not of the library): it may be
-    #: built while the library is
-    testbench_uses_library = False
 
-    def __init__(self, prj: str | Path):
+    def __init__(self, prj: str | Path, workers: int | None = None):
         self.prj = Path(prj).resolve()
         self.manifest = read_manifest(self.prj)
         self.name = self.manifest["options"]["project_name"]
-        self._proc: _Worker | None = None
+        self.workers = max(1, workers or default_workers())
+        self._procs: list[_Worker] = []
+        self.last_build: BuildReport | None = None
 
     def library(self) -> Path | None:
-        libs = sorted((self.prj / "firmware").glob(f"{self.name}-*.so"))
-        return libs[-1] if libs else None
+        return library_path(self.prj, self.name)
 
-    def build(self, rebuild: bool = False) -> Path:
-        """The C-simulation library, built when missing, when ``rebuild``, or when any source
-        it was built from changed since (``source_hash``): never a stale one."""
-        require_gxx()
-        lib = self.library()
-        stamp = self.prj / "firmware" / BUILD_HASH
-        current = source_hash(self.prj)
-        if lib is None or rebuild or not stamp.is_file() or stamp.read_text().strip() != current:
-            self.close()  # a running child holds the old library
-            for old in (self.prj / "firmware").glob(f"{self.name}-*.so"):
-                old.unlink()
-            stamp.unlink(missing_ok=True)
-            res = subprocess.run(["bash", "build_lib.sh"], cwd=self.prj, capture_output=True, text=True)
-            lib = self.library()
-            if res.returncode != 0 or lib is None:
-                raise SimulationError(f"C-simulation build failed in {self.prj}: {last_error_line(res.stderr + res.stdout)}")
-            stamp.write_text(current + "\n")
-        return lib
+    def build(self, rebuild: bool = False, testbench: bool = True) -> Path:
+        """The C-simulation library (and the testbench), built when missing, when ``rebuild``,
+        or when any source it was built from changed since (``source_hash``): never a stale
+        one.  ``last_build`` says what was compiled and what was reused."""
+        report = Builder(self.workers).build(self.prj, rebuild=rebuild, testbench=testbench)
+        if report.rebuilt:
+            self.close()  # running workers hold the old library
+        self.last_build = report
+        return report.library
 
-    def _worker(self) -> _Worker:
-        if self._proc is None or not self._proc.alive():
-            self._proc = _Worker(self.build(), self.name)
-        return self._proc
+    def _pool(self, k: int) -> list[_Worker]:
+        """``k`` live workers; starting one first checks that the library is up to date."""
+        self._procs = [p for p in self._procs if p.alive()]
+        if len(self._procs) < k:
+            lib = self.build(testbench=False)  # a rebuild stops the running workers
+            self._procs = [p for p in self._procs if p.alive()]
+            while len(self._procs) < k:
+                self._procs.append(_Worker(lib, self.name))
+        return self._procs[:k]
+
+    def worker_memory_kib(self) -> list[tuple[int, int]]:
+        """(resident, peak resident) KiB of each live worker (Linux ``/proc``; empty elsewhere)."""
+        found = []
+        for p in self._procs:
+            try:
+                status = Path(f"/proc/{p.proc.pid}/status").read_text().splitlines()
+            except OSError:
+                continue
+            kib = {ln.split(":")[0]: int(ln.split()[1]) for ln in status if ln.startswith(("VmRSS:", "VmHWM:"))}
+            found.append((kib.get("VmRSS", 0), kib.get("VmHWM", 0)))
+        return found
 
     def close(self) -> None:
-        """Stop the C-simulation's child process (also done when the object is collected)."""
-        if self._proc is not None:
-            self._proc.close()
-            self._proc = None
+        """Stop the C-simulation's child processes (also done when the object is collected)."""
+        for p in self._procs:
+            p.close()
+        self._procs = []
 
     def __del__(self):
         try:
@@ -159,27 +152,76 @@ class CSim:
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
-    def run_codes(self, codes: np.ndarray, progress=None) -> np.ndarray:
-        """int64 input codes in ONNX layout ``[N, *shape]`` -> int64 output codes, same layout."""
-        m = self.manifest
-        tin, tout = m["input"], m["output"]
+    def workers_for(self, samples: int) -> int:
+        """Workers a run of ``samples`` uses: one per :data:`MIN_SAMPLES_PER_WORKER`, up to ``workers``."""
+        return max(1, min(self.workers, samples // MIN_SAMPLES_PER_WORKER))
+
+    def start(self, samples: int) -> int:
+        """Start (building first where needed) the workers a run of ``samples`` uses; their number."""
+        return len(self._pool(self.workers_for(samples)))
+
+    def run_values(self, x: np.ndarray, n_out: int, progress=None) -> np.ndarray:
+        """The bridge's double values ``[n, n_in]`` -> ``[n, n_out]``, the samples split over the
+        workers in contiguous shards; a crash names its sample (the first, if several)."""
+        n = len(x)
+        k = self.workers_for(n)
+        procs = self._pool(k)
+        if k == 1:
+            return procs[0].run(x, n_out, progress)
+        lock = threading.Lock()
+
+        def report(j: int) -> None:
+            with lock:
+                progress(j)
+
+        bounds = np.linspace(0, n, k + 1).astype(int)
+        with ThreadPoolExecutor(k) as ex:
+            jobs = [ex.submit(p.run, x[a:b], n_out, report if progress else None, int(a))
+                    for p, a, b in zip(procs, bounds[:-1], bounds[1:])]
+            errors = [j.exception() for j in jobs]
+        failed = [e for e in errors if e is not None]
+        if failed:
+            raise failed[0]
+        return np.concatenate([j.result() for j in jobs])
+
+    def bridge_inputs(self, codes: np.ndarray) -> np.ndarray:
+        """int64 input codes in ONNX layout ``[N, *shape]`` -> the bridge's doubles ``[N, n_in]``
+        (hls4ml's layout and real values, as its ``predict`` takes them)."""
+        tin = self.manifest["input"]
         codes = np.asarray(codes)
         if codes.shape[1:] != tuple(tin["shape"]):
             raise InputDataError(f"input shape {codes.shape[1:]} does not match the model input {tuple(tin['shape'])}")
         n = len(codes)
-        x = np.ldexp(codes.reshape(n, -1)[:, tin["perm"]].astype(np.float64), -tin["frac"])
-        n_out = int(np.prod(tout["shape"]))
-        y = self._worker().run(x, n_out, progress)
-        scaled = np.ldexp(y, tout["frac"])
+        return np.ldexp(codes.reshape(n, -1)[:, tin["perm"]].astype(np.float64), -tin["frac"])
+
+    def output_codes(self, y: np.ndarray) -> np.ndarray:
+        """The bridge's output doubles ``[N, n_out]`` -> int64 codes in ONNX layout."""
+        tout = self.manifest["output"]
+        scaled = np.ldexp(np.asarray(y, dtype=np.float64).reshape(len(y), -1), tout["frac"])
         if not np.all(scaled == np.round(scaled)):
             raise SimulationError("C-simulation produced values off the output type's grid")
-        out = np.empty((n, n_out), dtype=np.int64)
+        out = np.empty(scaled.shape, dtype=np.int64)
         out[:, tout["perm"]] = scaled.astype(np.int64)
-        return out.reshape(n, *tout["shape"])
+        return out.reshape(len(y), *tout["shape"])
+
+    def run_codes(self, codes: np.ndarray, progress=None) -> np.ndarray:
+        """int64 input codes in ONNX layout ``[N, *shape]`` -> int64 output codes, same layout."""
+        x = self.bridge_inputs(codes)
+        return self.output_codes(self.run_values(x, int(np.prod(self.manifest["output"]["shape"])), progress))
+
+    def progress_total(self, n_samples: int) -> int:
+        """What :meth:`run_codes` reports progress in: samples."""
+        return n_samples
 
     def testbench(self) -> tuple[int, str]:
-        """Build and run the project's own g++ testbench; returns (exit status, last line)."""
-        require_gxx()
-        res = subprocess.run(["bash", "build_tessera_tb.sh"], cwd=self.prj, capture_output=True, text=True)
+        """Run the project's own g++ testbench (built with the library) on its reference
+        samples; returns (exit status, last line)."""
+        self.build(testbench=True)
+        # io_parallel designs keep whole feature maps on the stack (as build_tessera_tb.sh does)
+        res = subprocess.run(["bash", "-c", "ulimit -s unlimited 2>/dev/null || ulimit -s 1048576 2>/dev/null; "
+                                            "exec ./tessera_tb"], cwd=self.prj, capture_output=True, text=True)
         text = (res.stdout + res.stderr).strip()
         return res.returncode, text.splitlines()[-1] if text else ""
+
+
+__all__ = ["CSim", "MIN_SAMPLES_PER_WORKER", "default_workers", "last_error_line", "require_gxx"]

@@ -1,0 +1,332 @@
+"""The C-simulation build: a project's firmware compiled by g++ into the library that
+``emulate`` and ``verify`` load, and into the project's testbench.
+
+It compiles the same sources as hls4ml's ``build_lib.sh`` (which stays in the project, for
+hls4ml's own ``compile()``), faster:
+
+- **units**: the top function (``firmware/<project>.cpp`` as written, hls4ml's generated
+  straight-line ``nnet_code_gen.h`` at ``-Og``: :data:`CODEGEN_OPT`), the bridge
+  (``<project>_bridge.cpp``), Tessera's runtime (``hls_templates/sim/tessera_csim_rt.cpp``:
+  the weights folder found at run time, the batch entry point) and the testbench's
+  ``tessera_tb.cpp``, compiled in parallel, one g++ per core;
+- **a precompiled header** of ap_types and the static hls4ml / Tessera headers the project
+  includes, shared by every project whose headers are the same;
+- **an object store** (:mod:`.objcache`): each object is keyed by the compiler, the flags
+  and the unit's preprocessed text.  hls4ml's C-simulation reads the weights from
+  ``firmware/weights/*.txt`` at run time and the weights folder is found at run time, so
+  a retrained model with the same layers and types, or the same model compiled into
+  another folder, links the objects already built and compiles nothing;
+- **the project stamp**: the library records the hash of the sources it was built from
+  (:func:`source_hash`); an unchanged project is not rebuilt, a changed one always is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from ...hls_templates import path as template_path, render
+from ..errors import SimulationError, ToolchainError
+from .objcache import ObjectCache
+
+#: The kernels' and hls4ml's code: optimised for the emulation's speed.
+OPT = "-O2"
+#: hls4ml's generated nnet_code_gen.h (io_parallel convolutions' fill_buffer, one
+#: statement per buffered element): -O2 spends most of a CNN's build on it, -Og runs as
+#: fast (docs/results/emulation.md).
+CODEGEN_OPT = "g"
+FLAGS = (OPT, "-std=c++17", "-fPIC", "-fno-gnu-unique", "-w", "-DWEIGHTS_DIR=tessera_weights_dir()",
+         "-I.", "-Ifirmware", "-Ifirmware/ap_types")
+#: Where the build's generated units live inside the project.
+BUILD_DIR = ".csim"
+#: Beside the library: the hash of the sources it was built from (:func:`source_hash`).
+BUILD_HASH = ".tessera-build.sha256"
+#: The testbench executable, in the project folder.
+TESTBENCH = "tessera_tb"
+#: nnet_utils headers that are the project's own (generated), never precompiled.
+GENERATED_HEADERS = ("nnet_code_gen.h",)
+
+
+def require_gxx() -> str:
+    gxx = shutil.which(os.environ.get("CXX", "g++"))
+    if gxx is None:
+        raise ToolchainError("g++ not found on PATH: install a C++ compiler (e.g. apt-get install g++) for C-simulation")
+    return gxx
+
+
+def last_error_line(text: str) -> str:
+    """The first line of a tool's output that names an error (else its first line), shortened."""
+    lines = [ln for ln in text.splitlines() if "error" in ln.lower()] or text.strip().splitlines() or ["(no output)"]
+    return lines[0].strip()[:300]
+
+
+@lru_cache(maxsize=4)
+def compiler_id(gxx: str) -> str:
+    """The compiler's identity for cache keys: its path, size, time and version line."""
+    real = Path(gxx).resolve()
+    st = real.stat()
+    version = subprocess.run([gxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    return f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{''.join(version)}"
+
+
+def source_hash(prj: Path) -> str:
+    """sha256 of everything a project's C-simulation is built from: ``firmware/`` (the top
+    function, the kernels, the weights, ap_types), the bridge, the testbench and the build
+    script.  A library whose recorded hash differs is stale and is rebuilt."""
+    files = [p for p in (prj / "firmware").rglob("*") if p.is_file() and p.suffix != ".so" and p.name != BUILD_HASH]
+    files += [*prj.glob("*_bridge.cpp"), prj / "build_lib.sh", prj / "tessera_tb.cpp"]
+    h = hashlib.sha256()
+    for p in sorted(f for f in files if f.is_file()):
+        data = p.read_bytes()
+        h.update(f"{p.relative_to(prj).as_posix()}\0{len(data)}\0".encode())
+        h.update(data)
+    for rel in ("sim/tessera_csim_rt.cpp", "sim/tessera_csim_pch.h.tpl", "sim/tessera_csim_top.cpp.tpl"):
+        h.update(template_path(rel).read_bytes())
+    h.update("\0".join(FLAGS + (CODEGEN_OPT,)).encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One translation unit: its source (relative to the project) and whether it takes the
+    precompiled prelude."""
+
+    name: str
+    source: str
+    prelude: bool = True
+
+
+@dataclass
+class UnitResult:
+    unit: str
+    cached: bool
+    seconds: float
+    object: Path
+
+
+@dataclass
+class BuildReport:
+    """What a build did: per unit, compiled or taken from the store, and its seconds."""
+
+    project: Path
+    library: Path
+    testbench: Path | None = None
+    rebuilt: bool = True
+    units: list[UnitResult] = field(default_factory=list)
+    precompiled_header: str = "none"  # "reused", "built", "building" (units compiled without it) or "none"
+    seconds: float = 0.0
+
+    @property
+    def compiled(self) -> int:
+        return sum(not u.cached for u in self.units)
+
+    @property
+    def reused(self) -> int:
+        return sum(u.cached for u in self.units)
+
+    def line(self) -> str:
+        if not self.rebuilt:
+            return f"C-simulation library up to date ({self.library.name})"
+        return (f"C-simulation built in {self.seconds:.1f} s: {self.compiled} units compiled, {self.reused} reused, "
+                f"precompiled header {self.precompiled_header}")
+
+
+def _project_name(prj: Path) -> str:
+    import json
+
+    return json.loads((prj / "tessera.json").read_text())["options"]["project_name"]
+
+
+def _prelude_includes(prj: Path) -> list[str]:
+    """The static nnet_utils headers the project's parameters.h includes, in its order."""
+    text = (prj / "firmware" / "parameters.h").read_text()
+    found = re.findall(r'^\s*#include\s+"(nnet_utils/[A-Za-z0-9_]+\.h)"', text, flags=re.M)
+    return [h for h in dict.fromkeys(found) if Path(h).name not in GENERATED_HEADERS]
+
+
+def _prelude_key(prj: Path, gxx: str, text: str) -> str:
+    """Key of the precompiled prelude: compiler, flags, its text and every header it may read."""
+    h = hashlib.sha256(f"{compiler_id(gxx)}\0{' '.join(FLAGS)}\0{text}".encode())
+    fw = prj / "firmware"
+    for p in sorted([*(fw / "ap_types").rglob("*"), *(fw / "nnet_utils").rglob("*")]):
+        if p.is_file() and p.name not in GENERATED_HEADERS:
+            data = p.read_bytes()
+            h.update(f"{p.relative_to(fw).as_posix()}\0{len(data)}\0".encode())
+            h.update(data)
+    return h.hexdigest()
+
+
+class Builder:
+    """Builds projects' C-simulation libraries and testbenches (:func:`build_project`)."""
+
+    def __init__(self, jobs: int | None = None, cache: ObjectCache | None = None):
+        self.gxx = require_gxx()
+        self.jobs = max(1, jobs or _cores())
+        self.cache = cache if cache is not None else ObjectCache.default()
+
+    # ---------------------------------------------------------------- prelude (PCH)
+
+    def _prelude(self, prj: Path, pool: ThreadPoolExecutor, scratch: Path) -> tuple[Path, str, Future | None]:
+        """The prelude header every unit includes first, and how its precompiled form stands:
+        reused from the store, or being built beside the first units (which then parse the
+        text header: same objects, slower)."""
+        includes = "\n".join(f'#include "{h}"' for h in _prelude_includes(prj))
+        text = render("sim/tessera_csim_pch.h.tpl", includes=includes)
+        key = _prelude_key(prj, self.gxx, text)
+        if not self.cache.enabled:
+            header = scratch / "tessera_csim_pch.h"
+            header.write_text(text)
+            return header, "none", None
+        header, gch = self.cache.path(key, ".h"), self.cache.path(key, ".h.gch")
+        if header.is_file() and self.cache.get(key, ".h.gch") is not None:
+            return header, "reused", None
+        header.parent.mkdir(parents=True, exist_ok=True)
+        if not header.is_file():
+            tmp = header.with_name(f".{header.name}.{os.getpid()}")
+            tmp.write_text(text)
+            os.replace(tmp, header)
+
+        def build_pch() -> None:
+            out = scratch / "tessera_csim_pch.h.gch"
+            res = subprocess.run([self.gxx, *FLAGS, "-x", "c++-header", str(header), "-o", str(out)], cwd=prj,
+                                 capture_output=True, text=True)
+            if res.returncode == 0:
+                self.cache.put(key, ".h.gch", out)
+            else:  # the units parse the text header instead; their own errors say what is wrong
+                out.unlink(missing_ok=True)
+
+        return header, "building", pool.submit(build_pch)
+
+    # ---------------------------------------------------------------- units
+
+    def _unit_key(self, prj: Path, unit: Unit, header: Path) -> str:
+        """sha256 of compiler, flags and the unit's preprocessed text (no line markers; paths
+        in it are relative to the project, so the same sources elsewhere give the same key)."""
+        cmd = [self.gxx, *FLAGS, "-E", "-P", *(["-include", str(header)] if unit.prelude else []), unit.source]
+        res = subprocess.run(cmd, cwd=prj, capture_output=True)
+        if res.returncode != 0:
+            raise SimulationError(f"C-simulation build failed in {prj}: {last_error_line(res.stderr.decode(errors='replace'))}")
+        h = hashlib.sha256(f"{compiler_id(self.gxx)}\0{' '.join(FLAGS)}\0{unit.prelude}\0".encode())
+        h.update(res.stdout)
+        return h.hexdigest()
+
+    def _compile(self, prj: Path, unit: Unit, header: Path, scratch: Path, wait: Future | None = None,
+                 store: bool = True) -> UnitResult:
+        """The unit's object: from the store, or compiled (and stored, with ``store``)."""
+        t0 = time.perf_counter()
+        key = self._unit_key(prj, unit, header)
+        hit = self.cache.get(key, ".o") if store else None
+        if hit is not None:
+            return UnitResult(unit.name, True, time.perf_counter() - t0, hit)
+        if wait is not None:  # the small units wait for the precompiled header the big one went ahead without
+            wait.result()
+        out = scratch / f"{unit.name}.o"
+        cmd = [self.gxx, *FLAGS, *(["-include", str(header)] if unit.prelude else []), "-c", unit.source, "-o", str(out)]
+        res = subprocess.run(cmd, cwd=prj, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise SimulationError(f"C-simulation build failed in {prj}: {last_error_line(res.stderr + res.stdout)}")
+        return UnitResult(unit.name, False, time.perf_counter() - t0, self.cache.put(key, ".o", out) if store else out)
+
+    def _link(self, prj: Path, objects: list[Path], out: Path, shared: bool) -> None:
+        tmp = out.with_name(f".{out.name}.tmp")
+        cmd = [self.gxx, *(["-shared"] if shared else []), *map(str, objects), "-o", str(tmp), "-ldl"]
+        res = subprocess.run(cmd, cwd=prj, capture_output=True, text=True)
+        if res.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            raise SimulationError(f"C-simulation link failed in {prj}: {last_error_line(res.stderr + res.stdout)}")
+        os.replace(tmp, out)
+
+    # ---------------------------------------------------------------- projects
+
+    def build(self, prj: str | Path, rebuild: bool = False, testbench: bool = True) -> BuildReport:
+        """The project's library (and testbench): rebuilt when missing, when ``rebuild``, or
+        when any source changed since (never a stale one)."""
+        prj = Path(prj).resolve()
+        t0 = time.perf_counter()
+        name = _project_name(prj)
+        current = source_hash(prj)
+        stamp = prj / "firmware" / BUILD_HASH
+        lib = library_path(prj, name)
+        tb = prj / TESTBENCH
+        fresh = (not rebuild and lib is not None and stamp.read_text().strip() == current
+                 and (not testbench or tb.is_file()))
+        if fresh:
+            return BuildReport(prj, lib, tb if tb.is_file() else None, rebuilt=False, seconds=time.perf_counter() - t0)
+        for old in (prj / "firmware").glob(f"{name}-*.so"):
+            old.unlink()
+        stamp.unlink(missing_ok=True)
+        tb.unlink(missing_ok=True)  # never a testbench of older sources beside a new library
+        report = self._build_units(prj, name, current, testbench)
+        stamp.write_text(current + "\n")
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def _build_units(self, prj: Path, name: str, current: str, testbench: bool) -> BuildReport:
+        gen = prj / BUILD_DIR
+        gen.mkdir(exist_ok=True)
+        (gen / "top.cpp").write_text(render("sim/tessera_csim_top.cpp.tpl", project=name, codegen_opt=CODEGEN_OPT))
+        shutil.copyfile(template_path("sim/tessera_csim_rt.cpp"), gen / "rt.cpp")
+        units = {u.name: u for u in (Unit("top", f"{BUILD_DIR}/top.cpp"), Unit("bridge", f"{name}_bridge.cpp"),
+                                     Unit("rt", f"{BUILD_DIR}/rt.cpp", prelude=False))}
+        if testbench:
+            units["tb"] = Unit("tb", "tessera_tb.cpp")
+        lib = prj / "firmware" / f"{name}-{current[:8]}.so"
+        tb = prj / TESTBENCH if testbench else None
+        with tempfile.TemporaryDirectory(prefix="tessera-csim-") as tmp, ThreadPoolExecutor(max(self.jobs, 2)) as pool:
+            scratch = Path(tmp)
+            header, pch, pch_job = self._prelude(prj, pool, scratch)
+            # the top function goes first (the longest) without waiting; the others wait for a
+            # precompiled header being built beside it
+            futures = {k: pool.submit(self._compile, prj, u, header, scratch, None if k == "top" or not u.prelude else pch_job)
+                       for k, u in units.items()}
+            results = {k: f.result() for k, f in futures.items()}
+            if pch_job is not None:
+                pch_job.result()
+                pch = "built"
+            links = [(lib, ["top", "bridge", "rt"], True)] + ([(tb, ["top", "tb", "rt"], False)] if testbench else [])
+            for out, names, shared in links:
+                try:
+                    self._link(prj, [results[k].object for k in names], out, shared)
+                except SimulationError:
+                    stored = [k for k in names if results[k].cached]
+                    if not stored:
+                        raise
+                    # a stored object the linker refuses (truncated, another machine's): drop it, compile afresh
+                    for k in stored:
+                        results[k].object.unlink(missing_ok=True)
+                        results[k] = self._compile(prj, units[k], header, scratch, store=False)
+                    self._link(prj, [results[k].object for k in names], out, shared)
+        return BuildReport(prj, lib, tb, True, list(results.values()), pch)
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def library_path(prj: Path, name: str | None = None) -> Path | None:
+    """The project's C-simulation library as this build last made it (hls4ml's own
+    ``build_lib.sh`` may leave another ``<name>-*.so`` beside it), if there is one."""
+    prj = Path(prj)
+    stamp = prj / "firmware" / BUILD_HASH
+    if not stamp.is_file():
+        return None
+    lib = prj / "firmware" / f"{name or _project_name(prj)}-{stamp.read_text().strip()[:8]}.so"
+    return lib if lib.is_file() else None
+
+
+def build_project(prj: str | Path, rebuild: bool = False, testbench: bool = True, jobs: int | None = None) -> BuildReport:
+    """Build one project's C-simulation (see the module's docstring)."""
+    return Builder(jobs).build(prj, rebuild, testbench)
+
+
+__all__ = ["BUILD_DIR", "BUILD_HASH", "BuildReport", "Builder", "CODEGEN_OPT", "FLAGS", "OPT", "TESTBENCH", "build_project",
+           "compiler_id", "last_error_line", "library_path", "require_gxx", "source_hash"]
