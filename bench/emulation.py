@@ -4,9 +4,9 @@ exact onnxruntime reference, per model, in one run, on the same model file and t
 Per model:
 
 - **Tessera** (``compiler/sim``): compile (the project written); the C-simulation build with
-  an empty object store (the first build on a new machine: the precompiled header is built
-  beside the units), with only the precompiled header stored (the first build of a new
-  model on a machine that built one before), of the unchanged project, and of a second
+  an empty object store (the first build on a new machine: the precompiled header is left
+  to a background g++ at the lowest priority), with only the precompiled header stored (the
+  first build of a new model on a machine that built one before), of the unchanged project, and of a second
   project compiled from the same file (objects reused); worker start; the first emulation of
   the inputs and a warm one (the workers kept), on all cores and on one.
 - **hls4ml 1.3**, two ways: (a) its documented QONNX flow on the same file where it converts
@@ -112,6 +112,14 @@ def _store(cache: Path, keep_pch: bool) -> None:
         p.unlink()
 
 
+def _quiet_store(cache: Path, limit_s: float = 600) -> None:
+    """Wait for the background precompiled-header builds a cold build left: the emulation
+    is timed on idle cores."""
+    t0 = time.perf_counter()
+    while any((cache / "csim").rglob("*.building")) and time.perf_counter() - t0 < limit_s:
+        time.sleep(0.5)
+
+
 def tessera(model: Path, io_type: str, grid, codes: np.ndarray, ref: np.ndarray, work: Path, cache: Path) -> dict:
     from tessera.compiler import api
     from tessera.compiler.sim.build import Builder
@@ -136,6 +144,9 @@ def tessera(model: Path, io_type: str, grid, codes: np.ndarray, ref: np.ndarray,
     row["build_cold_s"], rep = build(True)
     if rep is not None:
         row["build_cold_units"] = {u.unit: round(u.seconds, 2) for u in rep.units}
+    for kernel in ([prj] if grid is None else sorted(p.parent for p in prj.glob("*/*/tessera.json")) + [prj / "tail"]):
+        if (kernel / "tessera.json").is_file():
+            Builder().precompile(kernel)  # what the cold build left to the background, done now
     _store(cache, keep_pch=True)
     row["build_pch_s"], _ = build(True)
     row["rebuild_unchanged_s"], _ = build(False)
@@ -146,6 +157,7 @@ def tessera(model: Path, io_type: str, grid, codes: np.ndarray, ref: np.ndarray,
         rep = Builder().build(other)
         row["second_project_s"] = time.perf_counter() - t
         row["second_project_units_compiled"] = rep.compiled
+    _quiet_store(cache)
     for workers in (_cores(), 1):
         sim = api.simulation(prj, workers)
         sim.build()

@@ -27,7 +27,8 @@ from .app import (EXIT_MISMATCH, build_simulation, console, handle_errors, main,
 @click.option("--clock", "clock_period", type=float, default=5.0, show_default=True, help="Clock period in ns.")
 @click.option("--project-name", default="tessera_model", show_default=True)
 @click.option("--tb-samples", type=int, help="Reference samples written for the testbench "
-              f"[default: {api.TB_SAMPLES}; {api.TB_SAMPLES_PER_KERNEL} per block kernel of a partitioned project].")
+              f"[default: {api.TB_SAMPLES}, fewer for inputs over {api.TB_VALUES // api.TB_SAMPLES:,} values; "
+              f"{api.TB_SAMPLES_PER_KERNEL} per block kernel of a partitioned project].")
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 @click.option("--partition", "grid_text", help="3D CNNs: run the volume as AxBxC blocks (e.g. 2x2x1), or 'auto': "
               "the fewest blocks that fit --onchip-budget, or without a budget the performance model's grid for --part.")

@@ -94,6 +94,14 @@ class CompileResult:
 
 #: Reference samples the testbench checks: the project's, and each kernel's of a partitioned one.
 TB_SAMPLES, TB_SAMPLES_PER_KERNEL = 64, 4
+#: ... by default at most this many input values in all (at least 4 samples): the testbench's
+#: text files of a 32^3 x 4 volume are 1.5 MB a sample, and `verify` runs thousands anyway.
+TB_VALUES = 1 << 20
+
+
+def default_tb_samples(graph: Graph) -> int:
+    """The testbench's reference samples when not given: :data:`TB_SAMPLES`, fewer for large inputs."""
+    return int(min(TB_SAMPLES, max(4, TB_VALUES // graph.values[graph.input].size)))
 
 
 def write(graph: Graph, model: PathLike, out_dir: PathLike, opts: HlsOptions, partition: Partition | None = None,
@@ -101,7 +109,7 @@ def write(graph: Graph, model: PathLike, out_dir: PathLike, opts: HlsOptions, pa
     """Write the project of ``graph`` (as the blocks of ``partition`` when given; ``progress(k)``
     after each block kernel)."""
     if partition is None:
-        return write_project(graph, model, out_dir, opts, tb_samples=tb_samples or TB_SAMPLES, force=force)
+        return write_project(graph, model, out_dir, opts, tb_samples=tb_samples or default_tb_samples(graph), force=force)
     from .partition.project import write_partitioned_project
 
     return write_partitioned_project(graph, model, out_dir, opts, partition, tb_samples=tb_samples or TB_SAMPLES_PER_KERNEL,
@@ -192,6 +200,6 @@ def simulation(project: PathLike, workers: int | None = None):
     return _simulation(project, workers)
 
 
-__all__ = ["CompileResult", "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "VerifyReport", "choose_grid", "compile_model", "emulate",
-           "hls_options", "input_codes", "real_outputs", "layer_table", "load_model", "plan_partition", "progress_total", "read_manifest",
+__all__ = ["CompileResult", "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "TB_VALUES", "VerifyReport", "choose_grid", "compile_model",
+           "default_tb_samples", "emulate", "hls_options", "input_codes", "real_outputs", "layer_table", "load_model", "plan_partition", "progress_total", "read_manifest",
            "simulation", "verify_project", "write"]

@@ -173,6 +173,10 @@ def _write_host(prj: Path, graph: Graph, part: Partition, kernels: dict, opts: H
     (prj / "build_host.sh").chmod(0o755)
 
 
+#: C-simulations of distinct kernels kept running per slot of a partitioned project.
+KEPT_SIMS = 4
+
+
 class PartitionedSim:
     """The C-simulation of a partitioned project: the block kernels (in worker processes)
     and the tail, scheduled by :class:`.runtime.Partition` from the project's model."""
@@ -189,6 +193,42 @@ class PartitionedSim:
         self.graph = compile_ir(self.prj / "model.onnx", self.manifest["input_quant"].get("declared_type"))
         self.part = Partition.plan(self.graph, tuple(p["grid"]), p["mode"], p["cut"])
         self.workers = workers
+        self._sims: dict[tuple[str, int], CSim] = {}  # (kernel, slot) -> its C-simulation, kept between runs
+
+    def _sim(self, kernel: str, slot: int, workers: int = 1) -> CSim:
+        """The C-simulation of ``kernel`` for one slot; the least recently used ones beyond
+        :data:`KEPT_SIMS` per slot are stopped (a 3D grid has up to 27 distinct kernels)."""
+        key = (kernel, slot)
+        sim = self._sims.pop(key, None) or CSim(kernel, workers)
+        self._sims[key] = sim  # most recent last
+        mine = [k for k in self._sims if k[1] == slot]
+        for old in mine[:-KEPT_SIMS]:
+            self._sims.pop(old).close()
+        return sim
+
+    def _run_kernels(self, tasks: list) -> list:
+        """Block tasks [(kernel, codes, trace)] on ``workers`` slots, each a thread driving its
+        own C-simulation processes (samples of a lone task, the tail, spread over all)."""
+        if len(tasks) == 1:
+            kernel, x, _ = tasks[0]
+            return [(self._sim(kernel, -1, self.workers).run_codes(x), 0)]
+        slots = max(1, min(self.workers, len(tasks)))
+        out: list = [None] * len(tasks)
+
+        def slot_run(slot: int) -> None:
+            for i in range(slot, len(tasks), slots):
+                kernel, x, _ = tasks[i]
+                out[i] = (self._sim(kernel, slot).run_codes(x), 0)
+
+        with ThreadPoolExecutor(slots) as pool:
+            list(pool.map(slot_run, range(slots)))
+        return out
+
+    def close(self) -> None:
+        """Stop the kernels' C-simulation processes."""
+        for sim in self._sims.values():
+            sim.close()
+        self._sims = {}
 
     def _projects(self) -> list[Path]:
         p = self.manifest["partition"]
@@ -199,7 +239,9 @@ class PartitionedSim:
         after each); the partitioned host is their testbench."""
         builder = Builder(jobs=1)
         with ThreadPoolExecutor(default_workers()) as pool:
-            for _ in pool.map(lambda prj: builder.build(prj, rebuild, testbench=False), self._projects()):
+            for report in pool.map(lambda prj: builder.build(prj, rebuild, testbench=False), self._projects()):
+                if report.rebuilt:
+                    self.close()  # running kernels hold old libraries
                 if progress:
                     progress(1)
 
@@ -220,7 +262,8 @@ class PartitionedSim:
             raise InputDataError(f"input shape {codes.shape[1:]} does not match the model input "
                                  f"{tuple(self.manifest['input']['shape'])}")
         self.build()
-        y = self.part.run(codes, workers=self.workers, kernel_for=self.kernel_for, progress=progress)
+        y = self.part.run(codes, workers=self.workers, kernel_for=self.kernel_for, progress=progress,
+                          runner=self._run_kernels)
         if progress and self.manifest["partition"]["tail"]:
             progress(1)
         return y

@@ -112,7 +112,8 @@ class Partition:
     # ------------------------------------------------------------------ execution
 
     def run(self, x: np.ndarray, workers: int = 1, progress: Callable[[int], None] | None = None,
-            kernel_for: Callable[[Graph], str] | None = None, stats: dict | None = None) -> np.ndarray:
+            kernel_for: Callable[[Graph], str] | None = None, stats: dict | None = None,
+            runner: Callable[[list], list] | None = None) -> np.ndarray:
         """Output codes of the whole model on input codes ``x`` (N, C, D, H, W): every
         block (overlap) or every layer of every block (exchange) in ``workers`` processes,
         then the tail.  ``kernel_for(graph)`` names the compiled kernel (project folder)
@@ -120,11 +121,14 @@ class Partition:
         ``progress(k)`` is called as blocks finish.  ``stats`` receives per block index the
         input voxels moved to it and those of them that are halo (overlap: its region
         outside its own share of the input; exchange: received from other blocks, summed
-        over the layers)."""
+        over the layers).  ``runner(tasks)``: runs [(kernel, input codes, trace)] and returns
+        [(output codes, peak bytes)] in order, instead of the pool (a partitioned project's
+        C-simulations, whose own worker processes are kept between runs)."""
         self._kernel_for = kernel_for
         self._pool = None
+        self._runner = runner
         try:
-            if workers > 1 and np.prod(self.grid) > 1:
+            if runner is None and workers > 1 and np.prod(self.grid) > 1:
                 # one pool of fresh worker processes (children of this one, not forks: each
                 # holds only the data of the blocks it runs)
                 self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
@@ -137,7 +141,8 @@ class Partition:
         tail = self.tail()
         if tail is None:
             return seg
-        return run_task((tail if kernel_for is None else kernel_for(tail), seg, False))[0]
+        task = (tail if kernel_for is None else kernel_for(tail), seg, False)
+        return (run_task(task) if runner is None else runner([task])[0])[0]
 
     def _map(self, tasks, workers, progress, stats=None):
         """Results of ``tasks`` [(key, graph, x_region)] in order; with ``stats``, each
@@ -145,7 +150,10 @@ class Partition:
         trace = stats is not None
         payload = [(g if self._kernel_for is None else self._kernel_for(g), xr, trace) for _, g, xr in tasks]
         out = []
-        results = map(run_task, payload) if self._pool is None else self._pool.map(run_task, payload)
+        if self._runner is not None:
+            results = self._runner(payload)
+        else:
+            results = map(run_task, payload) if self._pool is None else self._pool.map(run_task, payload)
         for (key, _, _), (y, peak) in zip(tasks, results):
             out.append(y)
             if trace:

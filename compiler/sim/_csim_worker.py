@@ -1,17 +1,20 @@
 """The child process that runs a compiled C-simulation library (see ``csim.CSim``).
 
-Run as a script (``python _csim_worker.py LIB FUNCTION``), not imported: it needs only
-numpy, so it starts fast, and a crash of the C++ code (an ``assert``, ``abort``, a
+Run as a script (``python _csim_worker.py LIB FUNCTION COUNTER``), not imported: it needs
+only numpy, so it starts fast, and a crash of the C++ code (an ``assert``, ``abort``, a
 segmentation fault, a stack overflow) ends this process, never the caller's.
 
 Protocol on the pipes (binary, one request at a time): the parent writes three int64
-``n, n_in, n_out`` and the float64 inputs ``[n, n_in]``; the child answers one byte ``.``
-per finished sample (written by the library's ``tessera_csim_batch``, which runs the whole
-request in one call), then ``!`` and the float64 outputs ``[n, n_out]``.  The C code's own stdout goes to stderr, which the parent keeps for its
-error message.
+``n, n_in, n_out`` and the float64 inputs ``[n, n_in]``; the child runs them in one call of
+the library's ``tessera_csim_batch`` and answers ``!`` and the float64 outputs
+``[n, n_out]``.  While it runs, the batch stores the number of finished samples in the
+8-byte file ``COUNTER`` (shared memory, set to 0 by the parent before each request): the
+parent's progress, and the sample a crash happened on.  The C code's own stdout goes to
+stderr, which the parent keeps for its error message.
 """
 
 import ctypes
+import mmap
 import os
 import sys
 import threading
@@ -33,16 +36,19 @@ def read_exact(f, size: int) -> bytes:
 
 
 def main() -> int:
-    lib_path, name = sys.argv[1], sys.argv[2]
+    lib_path, name, counter_path = sys.argv[1], sys.argv[2], sys.argv[3]
     proto = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # printf in the design must not corrupt the protocol
     requests = os.fdopen(os.dup(0), "rb")
+    with open(counter_path, "r+b") as f:
+        shared = mmap.mmap(f.fileno(), 8)
+    done = ctypes.c_long.from_buffer(shared)
     lib = ctypes.cdll.LoadLibrary(lib_path)
     fn = getattr(lib, f"{name}_double")
     batch = lib.tessera_csim_batch
     batch.restype = ctypes.c_long
     batch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_long,
-                      ctypes.c_int]
+                      ctypes.c_void_p]
 
     def serve():
         while True:
@@ -53,8 +59,7 @@ def main() -> int:
                 return  # the parent closed the pipe
             x = np.array(x)  # writable: the bridge's signature takes non-const pointers
             y = np.zeros((n, n_out), dtype=np.float64)
-            if batch(ctypes.cast(fn, ctypes.c_void_p), x.ctypes.data, y.ctypes.data, n, n_in, n_out, proto.fileno()) != n:
-                return  # the parent closed the pipe
+            batch(ctypes.cast(fn, ctypes.c_void_p), x.ctypes.data, y.ctypes.data, n, n_in, n_out, ctypes.addressof(done))
             proto.write(b"!" + y.tobytes())
 
     threading.stack_size(STACK_BYTES)

@@ -10,7 +10,8 @@ hls4ml's own ``compile()``), faster:
   the weights folder found at run time, the batch entry point) and the testbench's
   ``tessera_tb.cpp``, compiled in parallel, one g++ per core;
 - **a precompiled header** of ap_types and the static hls4ml / Tessera headers the project
-  includes, shared by every project whose headers are the same;
+  includes, shared by every project whose headers are the same; the first build that needs
+  one compiles it in the background at the lowest CPU priority, for the builds after it;
 - **an object store** (:mod:`.objcache`): each object is keyed by the compiler, the flags
   and the unit's preprocessed text.  hls4ml's C-simulation reads the weights from
   ``firmware/weights/*.txt`` at run time and the weights folder is found at run time, so
@@ -29,13 +30,14 @@ import shutil
 import subprocess
 import tempfile
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from ...hls_templates import path as template_path, render
 from ..errors import SimulationError, ToolchainError
+from ..writer import read_manifest
 from .objcache import ObjectCache
 
 #: The kernels' and hls4ml's code: optimised for the emulation's speed.
@@ -122,7 +124,7 @@ class BuildReport:
     testbench: Path | None = None
     rebuilt: bool = True
     units: list[UnitResult] = field(default_factory=list)
-    precompiled_header: str = "none"  # "reused", "built", "building" (units compiled without it) or "none"
+    precompiled_header: str = "none"  # "reused", "building" (in the background; the units parsed its text) or "none"
     seconds: float = 0.0
 
     @property
@@ -141,9 +143,7 @@ class BuildReport:
 
 
 def _project_name(prj: Path) -> str:
-    import json
-
-    return json.loads((prj / "tessera.json").read_text())["options"]["project_name"]
+    return read_manifest(prj)["options"]["project_name"]
 
 
 def _prelude_includes(prj: Path) -> list[str]:
@@ -170,41 +170,61 @@ class Builder:
 
     def __init__(self, jobs: int | None = None, cache: ObjectCache | None = None):
         self.gxx = require_gxx()
-        self.jobs = max(1, jobs or _cores())
+        self.jobs = max(1, jobs or usable_cores())
         self.cache = cache if cache is not None else ObjectCache.default()
 
     # ---------------------------------------------------------------- prelude (PCH)
 
-    def _prelude(self, prj: Path, pool: ThreadPoolExecutor, scratch: Path) -> tuple[Path, str, Future | None]:
+    def _prelude(self, prj: Path, scratch: Path, background: bool = True) -> tuple[Path, str]:
         """The prelude header every unit includes first, and how its precompiled form stands:
-        reused from the store, or being built beside the first units (which then parse the
-        text header: same objects, slower)."""
+        ``reused`` from the store; else ``building``: compiled by a background g++ at the
+        lowest CPU priority (idle cores only: the units, which parse the text header meanwhile,
+        and the emulation that follows go first), stored when done, for the next builds;
+        ``none`` without a store.  ``background=False`` compiles it first (``built``)."""
         includes = "\n".join(f'#include "{h}"' for h in _prelude_includes(prj))
         text = render("sim/tessera_csim_pch.h.tpl", includes=includes)
-        key = _prelude_key(prj, self.gxx, text)
         if not self.cache.enabled:
             header = scratch / "tessera_csim_pch.h"
             header.write_text(text)
-            return header, "none", None
-        header, gch = self.cache.path(key, ".h"), self.cache.path(key, ".h.gch")
+            return header, "none"
+        key = _prelude_key(prj, self.gxx, text)
+        header = self.cache.path(key, ".h")
         if header.is_file() and self.cache.get(key, ".h.gch") is not None:
-            return header, "reused", None
+            return header, "reused"
         header.parent.mkdir(parents=True, exist_ok=True)
         if not header.is_file():
             tmp = header.with_name(f".{header.name}.{os.getpid()}")
             tmp.write_text(text)
             os.replace(tmp, header)
-
-        def build_pch() -> None:
+        gch = self.cache.path(key, ".h.gch")
+        compile_cmd = [self.gxx, *FLAGS, "-x", "c++-header", str(header), "-o"]
+        if not background:
             out = scratch / "tessera_csim_pch.h.gch"
-            res = subprocess.run([self.gxx, *FLAGS, "-x", "c++-header", str(header), "-o", str(out)], cwd=prj,
-                                 capture_output=True, text=True)
-            if res.returncode == 0:
-                self.cache.put(key, ".h.gch", out)
-            else:  # the units parse the text header instead; their own errors say what is wrong
-                out.unlink(missing_ok=True)
+            if subprocess.run([*compile_cmd, str(out)], cwd=prj, capture_output=True).returncode != 0:
+                return header, "none"  # the units parse the text header; their own errors say what is wrong
+            self.cache.put(key, ".h.gch", out)
+            return header, "built"
+        marker = gch.with_name(gch.name + ".building")
+        try:  # one background build per header set at a time (a marker older than 10 min is a dead one's)
+            if marker.exists() and time.time() - marker.stat().st_mtime > 600:
+                marker.unlink(missing_ok=True)
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return header, "building"
+        tmp = gch.with_name(f".{gch.name}.{os.getpid()}")
+        script = 'nice -n 19 "$@" "$TMP" >/dev/null 2>&1 && mv -f "$TMP" "$GCH"; rm -f "$TMP" "$MARK"'
+        # its own process group (Ctrl-C of this command leaves it running) but this session, whose
+        # scheduling group its nice value is relative to
+        subprocess.Popen(["sh", "-c", script, "sh", *compile_cmd], cwd=prj, process_group=0,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=dict(os.environ, TMP=str(tmp), GCH=str(gch), MARK=str(marker)))
+        return header, "building"
 
-        return header, "building", pool.submit(build_pch)
+    def precompile(self, prj: str | Path) -> str:
+        """Compile the project's precompiled prelude now, in the foreground, unless stored:
+        ``reused``, ``built`` or ``none``."""
+        with tempfile.TemporaryDirectory(prefix="tessera-csim-") as tmp:
+            return self._prelude(Path(prj).resolve(), Path(tmp), background=False)[1]
 
     # ---------------------------------------------------------------- units
 
@@ -219,16 +239,13 @@ class Builder:
         h.update(res.stdout)
         return h.hexdigest()
 
-    def _compile(self, prj: Path, unit: Unit, header: Path, scratch: Path, wait: Future | None = None,
-                 store: bool = True) -> UnitResult:
+    def _compile(self, prj: Path, unit: Unit, header: Path, scratch: Path, store: bool = True) -> UnitResult:
         """The unit's object: from the store, or compiled (and stored, with ``store``)."""
         t0 = time.perf_counter()
         key = self._unit_key(prj, unit, header)
         hit = self.cache.get(key, ".o") if store else None
         if hit is not None:
             return UnitResult(unit.name, True, time.perf_counter() - t0, hit)
-        if wait is not None:  # the small units wait for the precompiled header the big one went ahead without
-            wait.result()
         out = scratch / f"{unit.name}.o"
         cmd = [self.gxx, *FLAGS, *(["-include", str(header)] if unit.prelude else []), "-c", unit.source, "-o", str(out)]
         res = subprocess.run(cmd, cwd=prj, capture_output=True, text=True)
@@ -281,17 +298,11 @@ class Builder:
             units["tb"] = Unit("tb", "tessera_tb.cpp")
         lib = prj / "firmware" / f"{name}-{current[:8]}.so"
         tb = prj / TESTBENCH if testbench else None
-        with tempfile.TemporaryDirectory(prefix="tessera-csim-") as tmp, ThreadPoolExecutor(max(self.jobs, 2)) as pool:
+        with tempfile.TemporaryDirectory(prefix="tessera-csim-") as tmp, ThreadPoolExecutor(self.jobs) as pool:
             scratch = Path(tmp)
-            header, pch, pch_job = self._prelude(prj, pool, scratch)
-            # the top function goes first (the longest) without waiting; the others wait for a
-            # precompiled header being built beside it
-            futures = {k: pool.submit(self._compile, prj, u, header, scratch, None if k == "top" or not u.prelude else pch_job)
-                       for k, u in units.items()}
+            header, pch = self._prelude(prj, scratch)
+            futures = {k: pool.submit(self._compile, prj, u, header, scratch) for k, u in units.items()}  # top first
             results = {k: f.result() for k, f in futures.items()}
-            if pch_job is not None:
-                pch_job.result()
-                pch = "built"
             links = [(lib, ["top", "bridge", "rt"], True)] + ([(tb, ["top", "tb", "rt"], False)] if testbench else [])
             for out, names, shared in links:
                 try:
@@ -308,7 +319,8 @@ class Builder:
         return BuildReport(prj, lib, tb, True, list(results.values()), pch)
 
 
-def _cores() -> int:
+def usable_cores() -> int:
+    """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -329,4 +341,4 @@ def build_project(prj: str | Path, rebuild: bool = False, testbench: bool = True
 
 
 __all__ = ["BUILD_DIR", "BUILD_HASH", "BuildReport", "Builder", "CODEGEN_OPT", "FLAGS", "OPT", "TESTBENCH", "build_project",
-           "compiler_id", "last_error_line", "library_path", "require_gxx", "source_hash"]
+           "compiler_id", "last_error_line", "library_path", "require_gxx", "source_hash", "usable_cores"]

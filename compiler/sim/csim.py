@@ -3,7 +3,9 @@ persistent worker processes (one per core), each calling the bridge on batches o
 
 from __future__ import annotations
 
+import mmap
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -16,7 +18,7 @@ import numpy as np
 
 from ..writer import read_manifest
 from ..errors import InputDataError, SimulationError
-from .build import BuildReport, Builder, last_error_line, library_path, require_gxx
+from .build import BuildReport, Builder, last_error_line, library_path, require_gxx, usable_cores
 
 #: A worker is started for every this many samples of a run, up to ``workers``: a worker
 #: costs a process start (~0.2 s), worth it only when it has samples to run.
@@ -25,8 +27,7 @@ MIN_SAMPLES_PER_WORKER = 16
 
 def default_workers() -> int:
     """Worker processes for C-simulations and partitioned runs: the usable cores (at most 8)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cores, 8))
+    return max(1, min(usable_cores(), 8))
 
 
 class _Worker:
@@ -34,40 +35,56 @@ class _Worker:
     crash in the C++ code (assert, abort, segmentation fault, stack overflow) becomes a
     :class:`SimulationError` naming the signal and the sample, and the caller lives on."""
 
+    #: seconds between two readings of the shared progress counter while a request runs
+    POLL_S = 0.05
+
     def __init__(self, lib: Path, name: str):
         self.stderr = tempfile.TemporaryFile()
+        fd, self.counter_path = tempfile.mkstemp(prefix="tessera-csim-progress-")
+        os.write(fd, bytes(8))
+        os.close(fd)
+        with open(self.counter_path, "r+b") as f:
+            self.shared = mmap.mmap(f.fileno(), 8)
         # one thread each: numpy's BLAS threads would spin beside the other workers' cores
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_csim_worker.py")), str(lib), name],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_csim_worker.py")), str(lib), name,
+                                      self.counter_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, env=env)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def _done(self) -> int:
+        return int.from_bytes(self.shared[:8], sys.byteorder, signed=True)
 
     def run(self, x: np.ndarray, n_out: int, progress=None, offset: int = 0) -> np.ndarray:
         """Outputs of samples ``x``; ``offset``: the index of ``x[0]`` in the caller's run
         (for the sample a crash names)."""
         n = len(x)
-        done = 0
+        self.shared[:8] = bytes(8)
+        reported = 0
+        out = self.proc.stdout.fileno()
         try:
             self.proc.stdin.write(np.array([n, x.shape[1], n_out], dtype=np.int64).tobytes())
             self.proc.stdin.write(np.ascontiguousarray(x, dtype=np.float64).tobytes())
             self.proc.stdin.flush()
-            while True:
-                b = self.proc.stdout.read(1)
-                if b == b".":
-                    done += 1
-                    if progress is not None:
-                        progress(1)
-                    continue
-                if b != b"!":
+            while not select.select([out], [], [], self.POLL_S)[0]:
+                if progress is not None and (done := self._done()) > reported:
+                    progress(done - reported)
+                    reported = done
+            if os.read(out, 1) != b"!":
+                raise EOFError
+            data = bytearray()
+            while len(data) < 8 * n * n_out:
+                chunk = os.read(out, 8 * n * n_out - len(data))
+                if not chunk:
                     raise EOFError
-                data = self.proc.stdout.read(8 * n * n_out)
-                if len(data) != 8 * n * n_out:
-                    raise EOFError
-                return np.frombuffer(data, dtype=np.float64).reshape(n, n_out).copy()
+                data += chunk
         except (EOFError, BrokenPipeError, OSError):
-            raise self._crashed(offset + done) from None
+            raise self._crashed(offset + self._done()) from None
+        if progress is not None and n > reported:
+            progress(n - reported)
+        return np.frombuffer(bytes(data), dtype=np.float64).reshape(n, n_out).copy()
 
     def _crashed(self, sample: int) -> SimulationError:
         try:
@@ -90,6 +107,8 @@ class _Worker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.stderr.close()
+        self.shared.close()
+        Path(self.counter_path).unlink(missing_ok=True)
 
 
 class CSim:

@@ -6,12 +6,11 @@
 //   beside the testbench executable.  Found at run time, so that compiled objects hold no
 //   path and are shared by every project with the same sources.
 // - tessera_csim_batch(): runs the bridge's <project>_double on n samples in one call
-//   (no per-sample call from Python), writing one byte per finished sample to a progress
-//   file descriptor, so that a crash is attributed to its sample.
+//   (no per-sample call from Python), counting finished samples in shared memory, so that
+//   the caller shows progress and attributes a crash to its sample.
 #include <dlfcn.h>
 #include <string>
 #include <sys/stat.h>
-#include <unistd.h>
 
 __attribute__((visibility("hidden"))) const char *tessera_weights_dir();
 
@@ -45,17 +44,14 @@ __attribute__((visibility("hidden"))) const char *tessera_weights_dir() {
 
 typedef void (*tessera_kernel_fn)(double *, double *);
 
-// Runs fn on samples [0, n) of x (n x n_in doubles) into y (n x n_out doubles); returns the
-// number of samples run (fewer only if the progress descriptor was closed).
+// Runs fn on samples [0, n) of x (n x n_in doubles) into y (n x n_out doubles), storing the
+// number of finished samples in *done after each (shared memory the caller reads for its
+// progress and, after a crash, for the sample that crashed); returns n.
 extern "C" long tessera_csim_batch(tessera_kernel_fn fn, double *x, double *y, long n, long n_in, long n_out,
-                                   int progress_fd) {
+                                   long *done) {
     for (long i = 0; i < n; i++) {
         fn(x + i * n_in, y + i * n_out);
-        if (progress_fd >= 0) {
-            const char done = '.';
-            if (write(progress_fd, &done, 1) != 1)
-                return i + 1;
-        }
+        __atomic_store_n(done, i + 1, __ATOMIC_RELEASE);
     }
     return n;
 }
