@@ -2,9 +2,10 @@
 
 Models: the six files of the public QONNX model zoo (``../shared/third_party/qonnx_model_zoo``
 beside the checkout, or ``$TESSERA_THIRD_PARTY``), ``brevitas_examples.bnn_pynq``'s TFC /
-SFC / LFC / CNV in their shipped bit widths, exported with ``export_qonnx`` at random
-initialisation with non-trivial BatchNorm statistics (TFC / SFC also after ``TRAIN_EPOCHS``
-epochs on the real training digits), and the Brevitas default-quantizer
+SFC / LFC / CNV in their shipped bit widths and ResNet-18 4W4A (its float input declared
+``fixed<8,1>``), exported with ``export_qonnx`` at random initialisation with non-trivial
+BatchNorm statistics (TFC / SFC also after ``TRAIN_EPOCHS`` epochs on the real training
+digits), and the Brevitas default-quantizer
 models of ``models/brevitas_default.py`` (all exported into the work folder; no weights
 enter the repository).  ``--keep-rows`` measures only ``--models`` and keeps the other rows of
 the last ``realworld.json`` (each row records its run).
@@ -42,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tessera.models.bnn_pynq import BNN_PYNQ, export_bnn_pynq
+from tessera.models.bnn_pynq import BNN_PYNQ, INPUT_TYPES, RESNET18, export_bnn_pynq
 from tessera.models.brevitas_default import BREVITAS_DEFAULT, export_brevitas_default
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -232,14 +233,15 @@ def render(doc: dict, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="*", default=[*ZOO_MODELS, *(f"bnn_pynq {m}" for m in BNN_PYNQ),
+    ap.add_argument("--models", nargs="*", default=[*ZOO_MODELS, *(f"bnn_pynq {m}" for m in (*BNN_PYNQ, RESNET18)),
                                                     *(f"bnn_pynq {m} trained" for m in BNN_PYNQ if m[:3] in ("tfc", "sfc")),
                                                     *(f"brevitas {m}" for m in BREVITAS_DEFAULT)])
     ap.add_argument("--keep-rows", action="store_true",
                     help="keep the rows of realworld.json for models this run does not measure (each row says its run)")
     ap.add_argument("--samples", type=int, default=1000, help="random full-range inputs per model")
-    ap.add_argument("--conv-samples", type=int, default=100,
-                    help="random inputs for the convolutional models (their io_stream C-simulation takes ~2 s a sample)")
+    ap.add_argument("--conv-samples", type=int, default=1000,
+                    help="random inputs for the convolutional models (CNV's io_stream C-simulation takes ~0.5 s a sample "
+                         "on 2 cores, ResNet-18's ~5 s)")
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_realworld")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     ap.add_argument("--render-only", action="store_true")
@@ -274,8 +276,9 @@ def main() -> None:
             path = args.work / "bnn_pynq" / f"{name}{'_trained' if trained else ''}.onnx"
             if not path.exists():
                 export_bnn_pynq(name, path, epochs=TRAIN_EPOCHS if trained else 0)
-            input_type, digits = None, "fc" in name
-        row = run_model(label, path, input_type, digits, args.work, args.conv_samples if "cnv" in label else args.samples)
+            input_type, digits = INPUT_TYPES.get(name), "fc" in name
+        conv = "cnv" in label or RESNET18 in label
+        row = run_model(label, path, input_type, digits, args.work, args.conv_samples if conv else args.samples)
         row["seconds"] = round(time.perf_counter() - t0, 1)
         row["run"] = run
         rows.append(row)
