@@ -88,6 +88,8 @@ def cosmoflow_model(work: Path, size: int = 32, width: float = 0.25) -> Path:
     return path
 
 
+#: Rows whose top function is also built at other optimisation levels (:func:`flag_study`).
+STUDY = ("digits_cnn io_parallel", "lstm ternary")
 #: label -> (model file maker, io type, samples, block grid or None)
 MODELS = {
     "jet_mlp": (lambda w: zoo_model("jet_mlp_w8a8", w), "io_parallel", 10_000, None),
@@ -181,6 +183,44 @@ def tessera(model: Path, io_type: str, grid, codes: np.ndarray, ref: np.ndarray,
     return row
 
 
+#: (opt, codegen opt) pairs of the optimisation study; the first is the build's default.
+FLAG_VARIANTS = (("-O2", "g"), ("-O1", "g"), ("-O3", "g"), ("-O2", "0"), ("-O2", "2"), ("-O3", "3"))
+
+
+def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> list[dict]:
+    """The top function's compile seconds (no object store) and one core's ms per sample for
+    each optimisation variant, the library called in this process; outputs == reference."""
+    import ctypes
+
+    from tessera.compiler.sim.build import Builder
+    from tessera.compiler.sim.csim import CSim
+    from tessera.compiler.sim.objcache import ObjectCache
+
+    sim = CSim(prj, workers=1)
+    x = np.array(sim.bridge_inputs(codes[:n]))
+    n_out = int(np.prod(sim.manifest["output"]["shape"]))
+    out = []
+    for opt, codegen in (*FLAG_VARIANTS, FLAG_VARIANTS[0]):  # the default again last: the project as it was
+        rep = Builder(cache=ObjectCache(None), opt=opt, codegen_opt=codegen).build(prj, rebuild=True, testbench=False)
+        if (opt, codegen) == FLAG_VARIANTS[0] and out:
+            break
+        lib = ctypes.CDLL(str(rep.library))
+        batch = lib.tessera_csim_batch
+        batch.restype = ctypes.c_long
+        batch.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3 + [ctypes.c_void_p]
+        fn = ctypes.cast(getattr(lib, f"{sim.name}_double"), ctypes.c_void_p)
+        y, done = np.zeros((n, n_out)), ctypes.c_long(0)
+        batch(fn, x.ctypes.data, y.ctypes.data, 2, x.shape[1], n_out, ctypes.addressof(done))  # weights loaded
+        t = time.perf_counter()
+        batch(fn, x.ctypes.data, y.ctypes.data, n, x.shape[1], n_out, ctypes.addressof(done))
+        ms = 1e3 * (time.perf_counter() - t) / n
+        assert np.array_equal(sim.output_codes(y), ref[:n]), f"{opt} / -O{codegen}: outputs differ"
+        top = next(u.seconds for u in rep.units if u.unit == "top")
+        out.append({"opt": opt, "codegen_opt": f"-O{codegen}", "top_compile_s": top, "ms_per_sample": ms})
+        print(f"  {opt}, code_gen -O{codegen}: top {top:.1f} s, {ms:.3f} ms/sample", flush=True)
+    return out
+
+
 # ----------------------------------------------------------------------------- hls4ml
 
 
@@ -257,6 +297,9 @@ def run_model(label: str, work: Path, cache: Path) -> dict:
         {"converts": None, "error": "run for io_parallel rows only (its documented flow)"}
     if grid is None:
         row["hls4ml_same_project"] = hls4ml_same_project(Path(row["tessera"]["project"]), codes, ref)
+    if label in STUDY:
+        print(f"[{label}] optimisation levels", flush=True)
+        row["flag_study"] = flag_study(Path(row["tessera"]["project"]), codes, ref)
     return row
 
 
@@ -327,6 +370,18 @@ def write_outputs(rows: list[dict], out: Path) -> None:
                      f"{t['rebuild_unchanged_s']:.3f} | {second} | {wk['start_s']:.2f} | {wk['first_s']:.2f} | "
                      f"{t['workers_1']['warm_s']:.2f} | {wk['warm_ms_per_sample']:.3f} | {own_cell} | {same_cell} | "
                      f"{r['ort_reference_s']:.3f} |")
+    studies = [r for r in rows if r.get("flag_study")]
+    if studies:
+        lines += ["", "## Optimisation levels (the build's choice, measured)", "",
+                  "The top function's unit compiled alone (no object store, no precompiled header) and one core's time per "
+                  "sample, the library called in-process on 200 of the row's inputs (outputs equal to the reference at every "
+                  "level).  *code_gen*: the level of hls4ml's generated `nnet_code_gen.h` (io_parallel convolutions' "
+                  "`fill_buffer`); the first line is Tessera's default.", "",
+                  "| model | level | code_gen | top unit s | ms / sample |", "|---|---|---|---|---|"]
+        for r in studies:
+            for v in r["flag_study"]:
+                lines.append(f"| {r['model']} | {v['opt']} | {v['codegen_opt']} | {v['top_compile_s']:.1f} | "
+                             f"{v['ms_per_sample']:.3f} |")
     (out / "emulation.md").write_text("\n".join(lines) + "\n")
     plot(rows, out / "emulation.png")
 

@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -46,8 +47,9 @@ OPT = "-O2"
 #: statement per buffered element): -O2 spends most of a CNN's build on it, -Og runs as
 #: fast (docs/results/emulation.md).
 CODEGEN_OPT = "g"
-FLAGS = (OPT, "-std=c++17", "-fPIC", "-fno-gnu-unique", "-w", "-DWEIGHTS_DIR=tessera_weights_dir()",
-         "-I.", "-Ifirmware", "-Ifirmware/ap_types")
+#: Every unit's flags but the optimisation level.
+BASE_FLAGS = ("-std=c++17", "-fPIC", "-fno-gnu-unique", "-w", "-DWEIGHTS_DIR=tessera_weights_dir()",
+              "-I.", "-Ifirmware", "-Ifirmware/ap_types")
 #: Where the build's generated units live inside the project.
 BUILD_DIR = ".csim"
 #: Beside the library: the hash of the sources it was built from (:func:`source_hash`).
@@ -80,10 +82,11 @@ def compiler_id(gxx: str) -> str:
     return f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{''.join(version)}"
 
 
-def source_hash(prj: Path) -> str:
+def source_hash(prj: Path, flags: tuple[str, ...] = (OPT, CODEGEN_OPT)) -> str:
     """sha256 of everything a project's C-simulation is built from: ``firmware/`` (the top
     function, the kernels, the weights, ap_types), the bridge, the testbench and the build
-    script.  A library whose recorded hash differs is stale and is rebuilt."""
+    script, and the build's flags (``flags``: the optimisation levels).  A library whose
+    recorded hash differs is stale and is rebuilt."""
     files = [p for p in (prj / "firmware").rglob("*") if p.is_file() and p.suffix != ".so" and p.name != BUILD_HASH]
     files += [*prj.glob("*_bridge.cpp"), prj / "build_lib.sh", prj / "tessera_tb.cpp"]
     h = hashlib.sha256()
@@ -93,7 +96,7 @@ def source_hash(prj: Path) -> str:
         h.update(data)
     for rel in ("sim/tessera_csim_rt.cpp", "sim/tessera_csim_pch.h.tpl", "sim/tessera_csim_top.cpp.tpl"):
         h.update(template_path(rel).read_bytes())
-    h.update("\0".join(FLAGS + (CODEGEN_OPT,)).encode())
+    h.update("\0".join(BASE_FLAGS + tuple(flags)).encode())
     return h.hexdigest()
 
 
@@ -153,9 +156,9 @@ def _prelude_includes(prj: Path) -> list[str]:
     return [h for h in dict.fromkeys(found) if Path(h).name not in GENERATED_HEADERS]
 
 
-def _prelude_key(prj: Path, gxx: str, text: str) -> str:
+def _prelude_key(prj: Path, gxx: str, flags: tuple[str, ...], text: str) -> str:
     """Key of the precompiled prelude: compiler, flags, its text and every header it may read."""
-    h = hashlib.sha256(f"{compiler_id(gxx)}\0{' '.join(FLAGS)}\0{text}".encode())
+    h = hashlib.sha256(f"{compiler_id(gxx)}\0{' '.join(flags)}\0{text}".encode())
     fw = prj / "firmware"
     for p in sorted([*(fw / "ap_types").rglob("*"), *(fw / "nnet_utils").rglob("*")]):
         if p.is_file() and p.name not in GENERATED_HEADERS:
@@ -168,10 +171,15 @@ def _prelude_key(prj: Path, gxx: str, text: str) -> str:
 class Builder:
     """Builds projects' C-simulation libraries and testbenches (:func:`build_project`)."""
 
-    def __init__(self, jobs: int | None = None, cache: ObjectCache | None = None):
+    def __init__(self, jobs: int | None = None, cache: ObjectCache | None = None, opt: str = OPT,
+                 codegen_opt: str = CODEGEN_OPT):
+        """``opt``, ``codegen_opt``: the optimisation levels (the defaults are measured in
+        docs/results/emulation.md; other levels only for that measurement)."""
         self.gxx = require_gxx()
         self.jobs = max(1, jobs or usable_cores())
         self.cache = cache if cache is not None else ObjectCache.default()
+        self.opt, self.codegen_opt = opt, codegen_opt
+        self.flags = (opt, *BASE_FLAGS)
 
     # ---------------------------------------------------------------- prelude (PCH)
 
@@ -187,17 +195,17 @@ class Builder:
             header = scratch / "tessera_csim_pch.h"
             header.write_text(text)
             return header, "none"
-        key = _prelude_key(prj, self.gxx, text)
+        key = _prelude_key(prj, self.gxx, self.flags, text)
         header = self.cache.path(key, ".h")
-        if header.is_file() and self.cache.get(key, ".h.gch") is not None:
+        if self.cache.get(key, ".h") is not None and self.cache.get(key, ".h.gch") is not None:  # both marked in use
             return header, "reused"
         header.parent.mkdir(parents=True, exist_ok=True)
-        if not header.is_file():
-            tmp = header.with_name(f".{header.name}.{os.getpid()}")
+        if self.cache.get(key, ".h") is None:
+            tmp = header.with_name(f".{header.name}.{os.getpid()}-{threading.get_ident()}")
             tmp.write_text(text)
             os.replace(tmp, header)
         gch = self.cache.path(key, ".h.gch")
-        compile_cmd = [self.gxx, *FLAGS, "-x", "c++-header", str(header), "-o"]
+        compile_cmd = [self.gxx, *self.flags, "-x", "c++-header", str(header), "-o"]
         if not background:
             out = scratch / "tessera_csim_pch.h.gch"
             if subprocess.run([*compile_cmd, str(out)], cwd=prj, capture_output=True).returncode != 0:
@@ -231,11 +239,11 @@ class Builder:
     def _unit_key(self, prj: Path, unit: Unit, header: Path) -> str:
         """sha256 of compiler, flags and the unit's preprocessed text (no line markers; paths
         in it are relative to the project, so the same sources elsewhere give the same key)."""
-        cmd = [self.gxx, *FLAGS, "-E", "-P", *(["-include", str(header)] if unit.prelude else []), unit.source]
+        cmd = [self.gxx, *self.flags, "-E", "-P", *(["-include", str(header)] if unit.prelude else []), unit.source]
         res = subprocess.run(cmd, cwd=prj, capture_output=True)
         if res.returncode != 0:
             raise SimulationError(f"C-simulation build failed in {prj}: {last_error_line(res.stderr.decode(errors='replace'))}")
-        h = hashlib.sha256(f"{compiler_id(self.gxx)}\0{' '.join(FLAGS)}\0{unit.prelude}\0".encode())
+        h = hashlib.sha256(f"{compiler_id(self.gxx)}\0{' '.join(self.flags)}\0{unit.prelude}\0".encode())
         h.update(res.stdout)
         return h.hexdigest()
 
@@ -247,14 +255,15 @@ class Builder:
         if hit is not None:
             return UnitResult(unit.name, True, time.perf_counter() - t0, hit)
         out = scratch / f"{unit.name}.o"
-        cmd = [self.gxx, *FLAGS, *(["-include", str(header)] if unit.prelude else []), "-c", unit.source, "-o", str(out)]
+        cmd = [self.gxx, *self.flags, *(["-include", str(header)] if unit.prelude else []), "-c", unit.source, "-o",
+               str(out)]
         res = subprocess.run(cmd, cwd=prj, capture_output=True, text=True)
         if res.returncode != 0:
             raise SimulationError(f"C-simulation build failed in {prj}: {last_error_line(res.stderr + res.stdout)}")
         return UnitResult(unit.name, False, time.perf_counter() - t0, self.cache.put(key, ".o", out) if store else out)
 
     def _link(self, prj: Path, objects: list[Path], out: Path, shared: bool) -> None:
-        tmp = out.with_name(f".{out.name}.tmp")
+        tmp = out.with_name(f".{out.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # concurrent builds
         cmd = [self.gxx, *(["-shared"] if shared else []), *map(str, objects), "-o", str(tmp), "-ldl"]
         res = subprocess.run(cmd, cwd=prj, capture_output=True, text=True)
         if res.returncode != 0:
@@ -270,7 +279,7 @@ class Builder:
         prj = Path(prj).resolve()
         t0 = time.perf_counter()
         name = _project_name(prj)
-        current = source_hash(prj)
+        current = source_hash(prj, (self.opt, self.codegen_opt))
         stamp = prj / "firmware" / BUILD_HASH
         lib = library_path(prj, name)
         tb = prj / TESTBENCH
@@ -290,7 +299,7 @@ class Builder:
     def _build_units(self, prj: Path, name: str, current: str, testbench: bool) -> BuildReport:
         gen = prj / BUILD_DIR
         gen.mkdir(exist_ok=True)
-        (gen / "top.cpp").write_text(render("sim/tessera_csim_top.cpp.tpl", project=name, codegen_opt=CODEGEN_OPT))
+        (gen / "top.cpp").write_text(render("sim/tessera_csim_top.cpp.tpl", project=name, codegen_opt=self.codegen_opt))
         shutil.copyfile(template_path("sim/tessera_csim_rt.cpp"), gen / "rt.cpp")
         units = {u.name: u for u in (Unit("top", f"{BUILD_DIR}/top.cpp"), Unit("bridge", f"{name}_bridge.cpp"),
                                      Unit("rt", f"{BUILD_DIR}/rt.cpp", prelude=False))}
@@ -340,5 +349,5 @@ def build_project(prj: str | Path, rebuild: bool = False, testbench: bool = True
     return Builder(jobs).build(prj, rebuild, testbench)
 
 
-__all__ = ["BUILD_DIR", "BUILD_HASH", "BuildReport", "Builder", "CODEGEN_OPT", "FLAGS", "OPT", "TESTBENCH", "build_project",
+__all__ = ["BASE_FLAGS", "BUILD_DIR", "BUILD_HASH", "BuildReport", "Builder", "CODEGEN_OPT", "OPT", "TESTBENCH", "build_project",
            "compiler_id", "last_error_line", "library_path", "require_gxx", "source_hash", "usable_cores"]

@@ -3,8 +3,9 @@
 An entry's key is the sha256 of everything that determines it (compiler, flags, the
 preprocessed source: :mod:`.build`), so an entry is never stale: a changed source is another
 key.  Entries are written to a temporary name and renamed into place (concurrent builds of
-the same key are safe), a hit refreshes the entry's time, and the store drops its oldest
-entries when it grows past its limit.
+the same key are safe), a hit refreshes the entry's time, and the store drops its least
+recently used entries when it grows past its limit (never one used in the last ten minutes:
+a running build may be reading it).
 
 Where: ``$TESSERA_CACHE/csim`` (default ``~/.cache/tessera/csim``); ``TESSERA_CSIM_CACHE=off``
 turns it off (every build compiles every unit, as a first build on a new machine does).
@@ -15,10 +16,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 #: The store's size limit (bytes) before its oldest entries are removed: ``TESSERA_CSIM_CACHE_MB``.
 DEFAULT_LIMIT_MB = 2048
+#: Entries used (read or written) this recently are never removed.
+IN_USE_S = 600.0
 
 
 def cache_root() -> Path:
@@ -79,19 +83,25 @@ class ObjectCache:
         if self.root is not None:
             self.path(key, suffix).unlink(missing_ok=True)
 
-    def prune(self) -> list[Path]:
-        """Remove the least recently used entries while the store is over its limit."""
+    def prune(self, now: float | None = None) -> list[Path]:
+        """Remove the least recently used entries while the store is over its limit, never
+        one used in the last :data:`IN_USE_S` seconds (a build running now may be reading it:
+        the store may stay over its limit until they age)."""
         if self.root is None or not self.root.is_dir():
             return []
+        now = time.time() if now is None else now
         entries = []
         for p in self.root.rglob("*"):
-            if p.is_file():
-                st = p.stat()
-                entries.append((st.st_mtime, st.st_size, p))
+            try:
+                if p.is_file():
+                    st = p.stat()
+                    entries.append((st.st_mtime, st.st_size, p))
+            except OSError:  # removed meanwhile by another process's prune
+                continue
         total = sum(size for _, size, _ in entries)
         removed = []
-        for _, size, p in sorted(entries, key=lambda e: e[0]):
-            if total <= self.limit_bytes:
+        for mtime, size, p in sorted(entries, key=lambda e: e[0]):
+            if total <= self.limit_bytes or mtime > now - IN_USE_S:
                 break
             p.unlink(missing_ok=True)
             total -= size
@@ -99,4 +109,4 @@ class ObjectCache:
         return removed
 
 
-__all__ = ["DEFAULT_LIMIT_MB", "ObjectCache", "cache_root"]
+__all__ = ["DEFAULT_LIMIT_MB", "IN_USE_S", "ObjectCache", "cache_root"]

@@ -6,7 +6,9 @@ store can be turned off.  Every check compares outputs with the exact reference 
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 
 import numpy as np
 import onnx
@@ -18,7 +20,7 @@ from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
 from tessera.compiler.sim.build import Builder
 from tessera.compiler.sim.csim import CSim
-from tessera.compiler.sim.objcache import ObjectCache
+from tessera.compiler.sim.objcache import IN_USE_S, ObjectCache
 
 pytestmark = pytest.mark.csim
 
@@ -148,11 +150,19 @@ def test_the_store_can_be_turned_off(tmp_path, make_qonnx_mlp, store, monkeypatc
     assert np.array_equal(got, ref)
 
 
-def test_the_store_drops_its_oldest_entries(tmp_path):
+def test_the_store_drops_its_least_recently_used_entries_never_one_in_use(tmp_path):
+    """Over its limit, the store drops the entries least recently used, but none used within
+    IN_USE_S (a running build may be reading it)."""
     cache = ObjectCache(tmp_path / "c", limit_bytes=2500)
-    for i, key in enumerate(["aa" + "0" * 62, "bb" + "1" * 62, "cc" + "2" * 62]):
+    keys = ["aa" + "0" * 62, "bb" + "1" * 62, "cc" + "2" * 62]
+    for i, key in enumerate(keys):
         f = tmp_path / f"o{i}"
         f.write_bytes(b"x" * 1000)
         cache.put(key, ".o", f)
-    assert cache.get("aa" + "0" * 62, ".o") is None
-    assert cache.get("bb" + "1" * 62, ".o") is not None and cache.get("cc" + "2" * 62, ".o") is not None
+    assert all(cache.get(k, ".o") is not None for k in keys)  # all three in use: kept, over the limit
+    old = time.time() - 2 * IN_USE_S
+    for k, age in zip(keys, (0, 10, 20)):  # used long ago: bb most recently, then aa, then cc
+        os.utime(cache.path(k, ".o"), (old - age, old - age))
+    os.utime(cache.path(keys[1], ".o"))
+    assert cache.prune() == [cache.path(keys[2], ".o")]
+    assert cache.get(keys[0], ".o") is not None and cache.get(keys[1], ".o") is not None
