@@ -197,7 +197,7 @@ def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> l
     from tessera.compiler.sim.objcache import ObjectCache
 
     sim = CSim(prj, workers=1)
-    x = np.array(sim.bridge_inputs(codes[:n]))
+    x = np.array(sim.bridge_inputs(codes[:n]), order="C")
     n_out = int(np.prod(sim.manifest["output"]["shape"]))
     out = []
     for opt, codegen in (*FLAG_VARIANTS, FLAG_VARIANTS[0]):  # the default again last: the project as it was

@@ -57,7 +57,7 @@ def main() -> int:
                 x = np.frombuffer(read_exact(requests, 8 * n * n_in), dtype=np.float64).reshape(n, n_in)
             except EOFError:
                 return  # the parent closed the pipe
-            x = np.array(x)  # writable: the bridge's signature takes non-const pointers
+            x = np.array(x, order="C")  # writable: the bridge's signature takes non-const pointers
             y = np.zeros((n, n_out), dtype=np.float64)
             batch(ctypes.cast(fn, ctypes.c_void_p), x.ctypes.data, y.ctypes.data, n, n_in, n_out, ctypes.addressof(done))
             proto.write(b"!" + y.tobytes())
