@@ -136,7 +136,7 @@ def tessera(model: Path, io_type: str, grid, codes: np.ndarray, ref: np.ndarray,
         t = time.perf_counter()
         sim = api.simulation(prj)
         if grid is None:
-            report = Builder().build(prj, rebuild=rebuild)
+            report = Builder().build(prj, rebuild=rebuild)  # the library: what emulation needs
         else:
             sim.build(rebuild=rebuild)
             report = None

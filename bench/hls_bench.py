@@ -47,7 +47,7 @@ def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Pat
     api.write(graph, onnx_path, prj, api.hls_options(graph, f"io_{io}"), force=True, tb_samples=tb_samples)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    Builder(cache=ObjectCache(None)).build(prj, rebuild=True)  # a first build: no stored objects
+    Builder(cache=ObjectCache(None)).build(prj, rebuild=True, testbench=True)  # a first build: no stored objects
     build_s = time.perf_counter() - t0
     rep = api.verify_project(onnx_path, prj, samples=samples, seed=seed, data=data, user_samples=user_samples,
                              oracle=oracle, oracle_name=oracle_name)

@@ -14,7 +14,8 @@ Per model, in one run, on the same real inputs (random full-range codes mapped t
 centre of their input interval; plus the 1,000 real test digits for the 28x28 MNIST models):
 
 - Tessera: ``compile`` + ``verify`` (g++ C-simulation == exact reference on every output,
-  exact reference == the user's file in float64 on every output), compile and C-sim build
+  exact reference == the user's file in float64 on every output: ONNX's reference evaluator,
+  or for recurrent cells the file's float64 cell executor), compile and C-sim build
   seconds, and the estimator's resources of the requantization layers (``rescale``);
 - hls4ml 1.3 through its documented QONNX flow (qonnx clean-up, ``ConvertToChannelsLastAndClean``,
   ``GemmToMatMul``, ``config_from_onnx_model(default_precision='fixed<16,6>')``,
@@ -114,6 +115,26 @@ def compare(theirs: np.ndarray, ours_codes_like, graph, executor_out: np.ndarray
             "argmax_pct": round(100 * float(np.mean(a.argmax(axis=1) == b.argmax(axis=1))), 1) if a.shape[1] > 1 else None}
 
 
+def _executor(path: Path):
+    """For graphs with recurrent cells, which no ONNX executor runs: the file's float64 cell
+    executor (``models/rnn/onnx_run.py``, shares nothing with the op semantics) as the
+    independent check, one sample at a time; else (None, None): ``verify``'s own."""
+    import onnx
+
+    from tessera.compiler.frontend.recurrent import RECURRENT_OPS
+    from tessera.models.rnn.onnx_run import run_cell_onnx
+
+    model = onnx.load(str(path))
+    if not any(n.op_type in RECURRENT_OPS for n in model.graph.node):
+        return None, None
+    xin, yout = model.graph.input[0].name, model.graph.output[0].name
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.stack([run_cell_onnx(path, {xin: x[i:i + 1].astype(np.float32)})[yout].reshape(-1) for i in range(len(x))])
+
+    return run, "the file run in float64 by the cell executor (models/rnn/onnx_run.py)"
+
+
 def run_model(label: str, path: Path, input_type: str | None, digits: bool, work: Path, samples: int) -> dict:
     from hls_bench import measure_project
 
@@ -136,9 +157,10 @@ def run_model(label: str, path: Path, input_type: str | None, digits: bool, work
             np.save(data, load_digits()[2])
     graph = api.load_model(path, input_type)
     io_type = "stream" if any(len(graph.values[n.output].shape) == 3 for n in graph.nodes) else "parallel"
+    executor, executor_name = _executor(path)
     try:
         row["tessera"] = measure_project(path, work / f"{safe}_tessera", io_type, samples, data=data,
-                                         input_type=input_type)
+                                         input_type=input_type, oracle=executor, oracle_name=executor_name)
     except Exception as exc:  # noqa: BLE001
         row["tessera"] = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
     des = estimate(graph, get_part("xcu250"), io_type=f"io_{io_type}")
@@ -153,7 +175,7 @@ def run_model(label: str, path: Path, input_type: str | None, digits: bool, work
         x = np.concatenate([x.reshape(len(x), -1), np.load(data).reshape(len(np.load(data)), -1)])
     dims = [d.dim_value for d in onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim[1:]]
     x = x.reshape(len(x), *dims) if all(dims) and int(np.prod(dims)) == x[0].size else x
-    full = IndependentExecutor(onnx.load(str(path))).run(x)
+    full = IndependentExecutor(onnx.load(str(path))).run(x) if executor is None else executor(x)
     y, info = hls4ml_predict(path, x, work / f"{safe}_hls4ml")
     row["hls4ml"] = info | ({"converts": True} | compare(y, False, graph, full) if y is not None else {"converts": False})
     return row
@@ -176,11 +198,12 @@ def render(doc: dict, out: Path) -> None:
              f"`trained` rows: TFC / SFC after {TRAIN_EPOCHS} epochs of Adam on the 4,000 real training digits), "
              "and models written with Brevitas' default quantizers (`models/brevitas_default.py`: float scales, "
              "per-channel weights, BatchNorm, a residual add, a depthwise-separable block, TruncAvgPool, a global "
-             "average pool, a PixelShuffle; exported with brevitas' TorchScript exporter, untrained except for the "
-             "activation statistics of the PixelShuffle model). "
+             "average pool, a PixelShuffle, a QuantLSTM; exported with brevitas' TorchScript exporter, untrained except "
+             "for the activation statistics of the PixelShuffle and QuantLSTM models). "
              "The jet tagger's float input is declared `--input-type fixed<16,6>` (hls4ml's default precision). Tessera: verified samples (random full-range + the 1,000 real test digits for "
              "the MNIST models), g++ C-simulation vs exact reference, and exact reference vs the user's file in float64 "
-             "(ONNX reference evaluator, qonnx's QONNX ops). hls4ml: its documented QONNX flow, `fixed<16,6>` default "
+             "(ONNX reference evaluator, qonnx's QONNX ops; for the QuantLSTM, which no ONNX executor runs, the file's "
+             "float64 cell executor `models/rnn/onnx_run.py`). ResNet-18's float input is declared `fixed<8,1>`. hls4ml: its documented QONNX flow, `fixed<16,6>` default "
              "precision, io_parallel, `predict` vs the same float64 executor on the same inputs. Rules: see "
              "`bench/realworld.py`'s docstring; a trailing Softmax is compared as logits for Tessera, as probabilities "
              "for hls4ml.", "",

@@ -253,7 +253,7 @@ def verify(model_path: str | Path, prj: str | Path, samples: int = 1000, seed: i
     sem = run_ir(graph, codes)
     t3 = time.perf_counter()
     sim = open_sim(prj, default_workers())
-    sim.build()  # the library and, unpartitioned, the testbench from the same objects
+    sim.build(testbench=True)  # the library and, unpartitioned, the testbench from the same objects
     t4 = time.perf_counter()
     if progress_total is not None:
         progress_total(sim.progress_total(len(codes)))

@@ -131,12 +131,37 @@ def brevitas_pixel_shuffle(path, seed=0):
     return export_model(model.eval(), torch.zeros(1, 2, 5, 4), path)
 
 
+def brevitas_quant_lstm(path, seed=0, calibrated=True, steps=5, inputs=4, hidden=8, **kwargs):
+    """brevitas' ``QuantLSTM`` with every quantizer at its default (``batch_first``), exported
+    before any step (the activation scales at their initial values: 1/128 and 1/255; float
+    weight scales) or after three ``calibrated`` statistics steps (all eleven scales float).
+    Graph input ``x`` ``(1, steps, inputs)``; outputs ``y`` (every hidden state), ``h``, ``c``.
+    ``kwargs`` go to ``QuantLSTM`` (e.g. ``coupled_input_forget_gates=True``)."""
+    import warnings
+
+    from brevitas.export import export_qonnx
+    from brevitas.nn import QuantLSTM
+
+    torch.manual_seed(seed)
+    model = QuantLSTM(inputs, hidden, batch_first=True, return_quant_tensor=False, **kwargs)
+    if calibrated:
+        with torch.no_grad():  # statistics-based activation scales take their values in training mode
+            for _ in range(3):
+                model(torch.randn(16, steps, inputs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export_qonnx(model.eval(), torch.zeros(1, steps, inputs), str(path), dynamo=False, input_names=["x"],
+                     output_names=["y", "h", "c"])
+    return Path(path)
+
+
 BREVITAS_DEFAULT = {
     "residual": (brevitas_residual, {}),
     "separable": (brevitas_separable, {"per_channel": True}),
     "trunc_avgpool": (brevitas_pooled, {"pool": "trunc"}),
     "global_avgpool": (brevitas_pooled, {"pool": "global"}),
     "pixel_shuffle": (brevitas_pixel_shuffle, {}),
+    "quant_lstm": (brevitas_quant_lstm, {}),
 }
 
 
@@ -145,5 +170,5 @@ def export_brevitas_default(name: str, path: str | Path) -> Path:
     return build(path, **kwargs)
 
 
-__all__ = ["BREVITAS_DEFAULT", "brevitas_pixel_shuffle", "brevitas_pooled", "brevitas_residual", "brevitas_separable",
-           "export_brevitas_default"]
+__all__ = ["BREVITAS_DEFAULT", "brevitas_pixel_shuffle", "brevitas_pooled", "brevitas_quant_lstm", "brevitas_residual",
+           "brevitas_separable", "export_brevitas_default"]

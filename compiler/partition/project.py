@@ -234,9 +234,9 @@ class PartitionedSim:
         p = self.manifest["partition"]
         return [self.prj / k for k in p["kernels"].values()] + ([self.prj / p["tail"]] if p["tail"] else [])
 
-    def build(self, rebuild: bool = False, progress=None) -> None:
+    def build(self, rebuild: bool = False, progress=None, testbench: bool = False) -> None:
         """Every block kernel's and the tail's library, built side by side (``progress(1)``
-        after each); the partitioned host is their testbench."""
+        after each); the partitioned host is their testbench (``testbench``: nothing more to build)."""
         builder = Builder(jobs=1)
         with ThreadPoolExecutor(default_workers()) as pool:
             for report in pool.map(lambda prj: builder.build(prj, rebuild, testbench=False), self._projects()):

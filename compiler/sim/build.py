@@ -273,9 +273,9 @@ class Builder:
 
     # ---------------------------------------------------------------- projects
 
-    def build(self, prj: str | Path, rebuild: bool = False, testbench: bool = True) -> BuildReport:
-        """The project's library (and testbench): rebuilt when missing, when ``rebuild``, or
-        when any source changed since (never a stale one)."""
+    def build(self, prj: str | Path, rebuild: bool = False, testbench: bool = False) -> BuildReport:
+        """The project's library (and with ``testbench`` its testbench): rebuilt when missing,
+        when ``rebuild``, or when any source changed since (never a stale one)."""
         prj = Path(prj).resolve()
         t0 = time.perf_counter()
         name = _project_name(prj)
@@ -344,7 +344,7 @@ def library_path(prj: Path, name: str | None = None) -> Path | None:
     return lib if lib.is_file() else None
 
 
-def build_project(prj: str | Path, rebuild: bool = False, testbench: bool = True, jobs: int | None = None) -> BuildReport:
+def build_project(prj: str | Path, rebuild: bool = False, testbench: bool = False, jobs: int | None = None) -> BuildReport:
     """Build one project's C-simulation (see the module's docstring)."""
     return Builder(jobs).build(prj, rebuild, testbench)
 

@@ -127,10 +127,11 @@ class CSim:
     def library(self) -> Path | None:
         return library_path(self.prj, self.name)
 
-    def build(self, rebuild: bool = False, testbench: bool = True) -> Path:
-        """The C-simulation library (and the testbench), built when missing, when ``rebuild``,
-        or when any source it was built from changed since (``source_hash``): never a stale
-        one.  ``last_build`` says what was compiled and what was reused."""
+    def build(self, rebuild: bool = False, testbench: bool = False) -> Path:
+        """The C-simulation library (and, with ``testbench``, the testbench from the same
+        objects), built when missing, when ``rebuild``, or when any source it was built from
+        changed since (``source_hash``): never a stale one.  ``last_build`` says what was
+        compiled and what was reused."""
         report = Builder(self.workers).build(self.prj, rebuild=rebuild, testbench=testbench)
         if report.rebuilt:
             self.close()  # running workers hold the old library

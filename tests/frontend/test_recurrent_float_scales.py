@@ -29,6 +29,7 @@ from tessera.compiler import api
 from tessera.compiler.ops import OPS
 from tessera.compiler.ops.quant import quantize_float
 from tessera.compiler.reference.interpret import run_ir
+from tessera.models.brevitas_default import brevitas_quant_lstm
 from tessera.models.rnn.onnx_run import run_cell_onnx
 
 from .test_real_constants import refused_in_one_line
@@ -36,29 +37,10 @@ from .test_real_constants import refused_in_one_line
 T, I, H = 5, 4, 8
 
 
-def _export(module, path, shape):
-    from brevitas.export import export_qonnx
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        export_qonnx(module, torch.zeros(1, *shape), str(path), dynamo=False, input_names=["x"],
-                     output_names=["y", "h", "c"])
-    return path
-
-
 def _default_lstm(tmp_path, seed: int = 0, calibrated: bool = False, **kw):
-    """brevitas ``QuantLSTM`` with every quantizer at its default, exported before any
-    training step (the activation scales at their initial values: 1/128 and 1/255; the
-    weight scales are float) or after ``calibrated`` statistics steps (every scale float)."""
-    from brevitas.nn import QuantLSTM
-
-    torch.manual_seed(seed)
-    m = QuantLSTM(I, H, batch_first=True, return_quant_tensor=False, **kw)
-    if calibrated:
-        with torch.no_grad():  # statistics-based activation scales take their values in training mode
-            for _ in range(3):
-                m(torch.randn(16, T, I))
-    return _export(m.eval(), tmp_path / "lstm.onnx", (T, I))
+    """brevitas ``QuantLSTM`` with every quantizer at its default (models/brevitas_default.py),
+    exported before any training step or after ``calibrated`` statistics steps."""
+    return brevitas_quant_lstm(tmp_path / "lstm.onnx", seed=seed, calibrated=calibrated, steps=T, inputs=I, hidden=H, **kw)
 
 
 def _inputs(n: int, seed: int = 1, shape=(T, I)) -> np.ndarray:
