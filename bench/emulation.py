@@ -88,6 +88,8 @@ def cosmoflow_model(work: Path, size: int = 32, width: float = 0.25) -> Path:
     return path
 
 
+#: Warm emulations timed per configuration (the fastest is reported).
+WARM_RUNS = 2
 #: Rows whose top function is also built at other optimisation levels (:func:`flag_study`).
 STUDY = ("digits_cnn io_parallel", "lstm ternary")
 #: label -> (model file maker, io type, samples, block grid or None)
@@ -170,10 +172,12 @@ def tessera(model: Path, io_type: str, grid, codes: np.ndarray, ref: np.ndarray,
         got = sim.run_codes(codes)
         t_first = time.perf_counter() - t
         assert np.array_equal(got, ref), f"{label}: C-simulation != exact reference"
-        t = time.perf_counter()
-        got = sim.run_codes(codes)
-        t_warm = time.perf_counter() - t
-        assert np.array_equal(got, ref), f"{label}: C-simulation != exact reference"
+        t_warm = float("inf")
+        for _ in range(WARM_RUNS):  # this machine's noise is about 10 %: the fastest of the warm runs
+            t = time.perf_counter()
+            got = sim.run_codes(codes)
+            t_warm = min(t_warm, time.perf_counter() - t)
+            assert np.array_equal(got, ref), f"{label}: C-simulation != exact reference"
         row[f"workers_{workers}"] = {"workers_started": started, "start_s": t_start, "first_s": t_first,
                                      "warm_s": t_warm, "warm_ms_per_sample": 1e3 * t_warm / len(codes)}
         if hasattr(sim, "close"):
@@ -211,9 +215,11 @@ def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> l
         fn = ctypes.cast(getattr(lib, f"{sim.name}_double"), ctypes.c_void_p)
         y, done = np.zeros((n, n_out)), ctypes.c_long(0)
         batch(fn, x.ctypes.data, y.ctypes.data, 2, x.shape[1], n_out, ctypes.addressof(done))  # weights loaded
-        t = time.perf_counter()
-        batch(fn, x.ctypes.data, y.ctypes.data, n, x.shape[1], n_out, ctypes.addressof(done))
-        ms = 1e3 * (time.perf_counter() - t) / n
+        ms = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            batch(fn, x.ctypes.data, y.ctypes.data, n, x.shape[1], n_out, ctypes.addressof(done))
+            ms = min(ms, 1e3 * (time.perf_counter() - t) / n)
         assert np.array_equal(sim.output_codes(y), ref[:n]), f"{opt} / -O{codegen}: outputs differ"
         top = next(u.seconds for u in rep.units if u.unit == "top")
         out.append({"opt": opt, "codegen_opt": f"-O{codegen}", "top_compile_s": top, "ms_per_sample": ms})
@@ -262,13 +268,18 @@ def hls4ml_same_project(prj: Path, codes: np.ndarray, tessera_codes: np.ndarray)
             t1 = time.perf_counter()
             y = np.asarray(m.predict(np.ascontiguousarray(x)), dtype=np.float64)
             t2 = time.perf_counter()
+            warm = float("inf")
+            for _ in range(WARM_RUNS):  # as Tessera's warm runs: the fastest
+                t = time.perf_counter()
+                m.predict(np.ascontiguousarray(x))
+                warm = min(warm, time.perf_counter() - t)
     finally:
         os.chdir(cwd)
         for lib in (prj / "firmware").glob("*.so"):  # hls4ml's own library beside Tessera's
             if lib != sim.library():
                 lib.unlink()
     same = np.array_equal(sim.output_codes(y.reshape(len(x), -1)), tessera_codes)
-    return {"compile_s": t1 - t0, "predict_s": t2 - t1, "equal_to_tessera": bool(same)}
+    return {"compile_s": t1 - t0, "predict_s": t2 - t1, "predict_warm_s": warm, "equal_to_tessera": bool(same)}
 
 
 # ----------------------------------------------------------------------------- one model
@@ -318,7 +329,7 @@ def ratios(r: dict) -> dict:
         out["warm_vs_hls4ml_own_predict"] = warm / own["predict_s"]
     if same:
         out["first_vs_hls4ml_same"] = first / (t["compile_s"] + same["compile_s"] + same["predict_s"])
-        out["warm_vs_hls4ml_same_predict"] = warm / same["predict_s"]
+        out["warm_vs_hls4ml_same_predict"] = warm / same["predict_warm_s"]
         out["build_cold_vs_hls4ml_compile"] = t["build_cold_s"] / same["compile_s"]
     return out
 
@@ -340,9 +351,9 @@ def write_outputs(rows: list[dict], out: Path) -> None:
              "Tessera's project equals Tessera's where it ran.  **Ratios are the result** (Tessera / other: below 1 is "
              "faster); absolute seconds depend on the machine.", "",
              "*first run*: compile + C-sim build with an empty object store + worker start + first emulation; hls4ml's: "
-             "convert + compile + predict.  *warm*: a second emulation of the same inputs (workers kept).  hls4ml (own "
+             "convert + compile + predict.  *warm*: the fastest of two more emulations of the same inputs (workers kept).  hls4ml (own "
              "flow): its documented QONNX flow on the file (io_parallel rows); hls4ml (same project): its compile() "
-             "(build_lib.sh, -O3) and predict() of Tessera's project.", "",
+             "(build_lib.sh, -O3) and predict() of Tessera's project (warm: the fastest of two more predicts).", "",
              f"| model | samples | first run s | vs hls4ml own | vs hls4ml same project | warm s ({k} workers) | warm vs "
              "hls4ml own predict | warm vs hls4ml same predict | warm vs ORT reference | 1 -> "
              f"{k} workers speed-up |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -376,7 +387,8 @@ def write_outputs(rows: list[dict], out: Path) -> None:
                   "The top function's unit compiled alone (no object store, no precompiled header) and one core's time per "
                   "sample, the library called in-process on 200 of the row's inputs (outputs equal to the reference at every "
                   "level).  *code_gen*: the level of hls4ml's generated `nnet_code_gen.h` (io_parallel convolutions' "
-                  "`fill_buffer`); the first line is Tessera's default.", "",
+                  "`fill_buffer`); the first line is Tessera's default.  Per sample: the fastest of 3 runs; differences "
+                  "under about 10 % are this shared machine's noise.", "",
                   "| model | level | code_gen | top unit s | ms / sample |", "|---|---|---|---|---|"]
         for r in studies:
             for v in r["flag_study"]:
@@ -409,7 +421,7 @@ def plot(rows: list[dict], path: Path) -> None:
     per = lambda s, r: 1e3 * s / r["samples"]
     axes[1].bar(xs - 0.3, [per(r["tessera"][f"workers_{k}"]["warm_s"], r) for r in rows], 0.2, label=f"Tessera, {k} workers")
     axes[1].bar(xs - 0.1, [per(r["tessera"]["workers_1"]["warm_s"], r) for r in rows], 0.2, label="Tessera, 1 worker")
-    axes[1].bar(xs + 0.1, [per(r["hls4ml_same_project"]["predict_s"], r) if r.get("hls4ml_same_project") else np.nan
+    axes[1].bar(xs + 0.1, [per(r["hls4ml_same_project"]["predict_warm_s"], r) if r.get("hls4ml_same_project") else np.nan
                            for r in rows], 0.2, label="hls4ml predict (same project)")
     axes[1].bar(xs + 0.3, [per(r["ort_reference_s"], r) for r in rows], 0.2, label="onnxruntime exact reference")
     axes[1].set_yscale("log")
