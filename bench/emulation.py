@@ -124,12 +124,16 @@ def _quiet_store(cache: Path, limit_s: float = 600) -> None:
         time.sleep(0.5)
 
 
-def tessera(model: Path, io_type: str, grid, codes: np.ndarray, ref: np.ndarray, work: Path, cache: Path) -> dict:
+def _folder(label: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in label)
+
+
+def tessera(label: str, model: Path, io_type: str, grid, codes: np.ndarray, ref: np.ndarray, work: Path,
+            cache: Path) -> dict:
     from tessera.compiler import api
     from tessera.compiler.sim.build import Builder
 
-    label = model.stem + ("_" + "x".join(map(str, grid)) if grid else "") + f"_{io_type}"
-    prj = work / f"{label}_tessera"
+    prj = work / f"{_folder(label)}_tessera"
     t0 = time.perf_counter()
     api.compile_model(model, prj, io_type=io_type, grid=grid, force=True)
     row = {"compile_s": time.perf_counter() - t0}
@@ -155,7 +159,7 @@ def tessera(model: Path, io_type: str, grid, codes: np.ndarray, ref: np.ndarray,
     row["build_pch_s"], _ = build(True)
     row["rebuild_unchanged_s"], _ = build(False)
     if grid is None:
-        other = work / f"{label}_tessera_copy"
+        other = work / f"{_folder(label)}_tessera_copy"
         api.compile_model(model, other, io_type=io_type, force=True)
         t = time.perf_counter()
         rep = Builder().build(other)
@@ -237,12 +241,12 @@ def _quiet():
         yield
 
 
-def hls4ml_own_flow(model: Path, x_real: np.ndarray, work: Path) -> dict:
+def hls4ml_own_flow(label: str, model: Path, x_real: np.ndarray, work: Path) -> dict:
     """hls4ml's documented QONNX flow on the user's file (as bench/realworld.py runs it)."""
     from realworld import hls4ml_predict
 
     t0 = time.perf_counter()
-    y, info = hls4ml_predict(model, x_real, work / f"{model.stem}_hls4ml_own")
+    y, info = hls4ml_predict(model, x_real, work / f"{_folder(label)}_hls4ml_own")
     if y is None:
         return {"converts": False, "error": info.get("error")}
     total = time.perf_counter() - t0
@@ -301,10 +305,10 @@ def run_model(label: str, work: Path, cache: Path) -> dict:
     row = {"model": label, "file": model.name, "io_type": io_type, "grid": list(grid) if grid else None,
            "samples": int(n), "ort_reference_s": time.perf_counter() - t0, "cores": _cores()}
     print(f"[{label}] Tessera", flush=True)
-    row["tessera"] = tessera(model, io_type, grid, codes, ref, work, cache)
+    row["tessera"] = tessera(label, model, io_type, grid, codes, ref, work, cache)
     print(f"[{label}] hls4ml", flush=True)
     x_real = graph.input_real(codes).astype(np.float32)
-    row["hls4ml_own_flow"] = hls4ml_own_flow(model, x_real, work) if io_type == "io_parallel" else \
+    row["hls4ml_own_flow"] = hls4ml_own_flow(label, model, x_real, work) if io_type == "io_parallel" else \
         {"converts": None, "error": "run for io_parallel rows only (its documented flow)"}
     if grid is None:
         row["hls4ml_same_project"] = hls4ml_same_project(Path(row["tessera"]["project"]), codes, ref)
