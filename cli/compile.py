@@ -64,6 +64,8 @@ def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name
             prj = api.write(graph, model, out_dir, opts, tb_samples=tb_samples, force=force)
         out.print(f"compiled {model} -> {prj} ({len(graph.nodes)} ops, {opts.io_type}, reuse {reuse}) in "
                   f"{time.perf_counter() - t0:.1f} s")
+        for line in api.notices(prj):
+            out.print(line, highlight=False)
         return
     with console.status("planning the partition"):
         partition = api.plan_partition(graph, grid_text, partition_mode, budget)
@@ -80,6 +82,8 @@ def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name
     info = api.read_manifest(prj)["partition"]
     out.print(f"compiled {model} -> {prj}: {grid} blocks ({partition_mode}), {len(info['kernels'])} block kernels, "
               f"tail: {info['tail'] or 'none'}, in {time.perf_counter() - t0:.1f} s")
+    for line in api.notices(prj):
+        out.print(line, highlight=False)
 
 
 @main.command()

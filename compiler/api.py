@@ -39,12 +39,23 @@ def load_model(path: PathLike, input_type: str | None = None) -> Graph:
     return compile_ir(path, input_type)
 
 
+#: Share of the part's flip-flops io_parallel's completely partitioned arrays may take (the
+#: estimator's default utilization): more is refused (lower/arrays.py).
+REGISTER_UTILIZATION = 0.8
+
+
 def hls_options(graph: Graph, io_type: IoType | str = IoType.PARALLEL, reuse: int | str = 1, part: str = "xcu250",
                 clock_period: float = 5.0, project_name: str = "tessera_model") -> HlsOptions:
     """hls4ml options; ``reuse='auto'``: per-layer reuse factors from the estimator's chooser
-    for ``part`` (the unpartitioned design, docs/estimate.md)."""
+    for ``part`` (the unpartitioned design, docs/estimate.md).  For a catalogue part the
+    design-size guard (lower/arrays.py) counts io_parallel's register arrays against its
+    flip-flops."""
+    from .estimate.parts import PARTS as CATALOGUE, get_part
+
+    known = part.lower() in CATALOGUE or any(part.lower() == p.name.lower() for p in CATALOGUE.values())
     opts = HlsOptions(io_type=io_type, reuse=1 if reuse == "auto" else int(reuse), part=part, clock_period=clock_period,
-                      project_name=project_name)
+                      project_name=project_name,
+                      register_bits=int(get_part(part).ff * REGISTER_UTILIZATION) if known else None)
     if reuse == "auto":
         from .estimate.chooser import choose_reuse
 
@@ -139,6 +150,17 @@ def compile_model(model: PathLike, out_dir: PathLike, *, io_type: IoType | str =
     return CompileResult(prj, graph, opts, partition, time.perf_counter() - t0)
 
 
+def notices(project: PathLike) -> list[str]:
+    """The compile's notices recorded in a project (a partitioned one: its kernels' and tail's)."""
+    m = read_manifest(project)
+    part = m.get("partition")
+    if not part:
+        return list(m.get("notices", []))
+    folders = [*part["kernels"].values(), *([part["tail"]] if part["tail"] else [])]
+    found = [n for f in folders for n in read_manifest(Path(project) / f).get("notices", [])]
+    return list(dict.fromkeys(found))
+
+
 def _simulation(project: PathLike, workers: int | None):
     from .partition import default_workers
     from .partition.project import open_sim
@@ -200,6 +222,6 @@ def simulation(project: PathLike, workers: int | None = None):
     return _simulation(project, workers)
 
 
-__all__ = ["CompileResult", "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "TB_VALUES", "VerifyReport", "choose_grid", "compile_model",
+__all__ = ["CompileResult", "REGISTER_UTILIZATION", "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "TB_VALUES", "VerifyReport", "choose_grid", "compile_model", "notices",
            "default_tb_samples", "emulate", "hls_options", "input_codes", "real_outputs", "layer_table", "load_model", "plan_partition", "progress_total", "read_manifest",
            "simulation", "verify_project", "write"]

@@ -181,6 +181,8 @@ def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Pa
             "layers": layer_table(graph),
             "hls_layers": [{"name": L.name, "class": L.class_name,
                             "types": {k: str(v.precision) for k, v in L.types.items()}} for L in model.get_layers()],
+            "notices": [lowering.size.notice] if lowering.size.notice else [],
+            "register_arrays": {"maximum_size": lowering.size.maximum_size, "bits": lowering.size.register_bits},
             "testbench_samples": n,
             "lowering_seconds": round(time.perf_counter() - t0, 3),
         }

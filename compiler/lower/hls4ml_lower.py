@@ -16,6 +16,7 @@ from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import FixedType
 from ..ops import OPS, IoType, Layout, Trait
+from .arrays import HLS4ML_MAXIMUM_SIZE, size_guard
 
 PARTS = {
     "xcu250": "xcu250-figd2104-2L-e",
@@ -34,6 +35,10 @@ class HlsOptions:
     strategy: str = "Latency"
     #: per-layer reuse factors by IR node name (hls4ml's per-layer ReuseFactor); others use ``reuse``
     layer_reuse: dict[str, int] = field(default_factory=dict)
+    #: the project's config_array_partition -maximum_size (raised by the size guard, .arrays)
+    maximum_size: int = HLS4ML_MAXIMUM_SIZE
+    #: flip-flops the part offers to completely partitioned arrays (None: not checked)
+    register_bits: int | None = None
 
     def __post_init__(self):
         try:
@@ -85,6 +90,7 @@ class HlsLowering:
         self.held: dict[str, str] = {}  # value -> the hls4ml precision it is held in
         self.layer_of: dict[str, str] = {}
         self.perm: dict[str, np.ndarray] = {}
+        self.size = size_guard(graph, opts.io_type, opts.maximum_size, opts.register_bits, opts.part)
 
     def flat_perm(self, value: str) -> np.ndarray:
         return self.perm[value]
@@ -175,6 +181,7 @@ class HlsLowering:
             "Part": PARTS.get(self.opts.part, self.opts.part),
             "ClockPeriod": self.opts.clock_period,
             "IOType": self.opts.io_type.value,
+            "MaximumSize": self.size.maximum_size,
             "HLSConfig": {
                 "Model": {"Precision": "fixed<16,6>", "ReuseFactor": self.opts.reuse, "Strategy": self.opts.strategy},
                 "LayerName": self.precisions,
