@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from tessera.compiler import api
+from tessera.compiler.hlscheck.check import check_project, project_folders
 from tessera.compiler.ops import OPS
 from tessera.compiler.sim.build import Builder
 from tessera.compiler.sim.csim import CSim
@@ -35,6 +36,30 @@ def csim_peak_rss_mb(prj: Path, codes) -> float:
         return round((sim.worker_memory_kib()[0][1] - before) / 1024, 1)
     finally:
         sim.close()
+
+
+def hls_checks(prj: Path) -> dict:
+    """``tessera check`` of a project (every kernel of a partitioned one): the synthesis
+    branch compiles, lint findings, bounded FIFOs (docs/hls-checks.md)."""
+    reports = [check_project(p) for p in project_folders(prj)]
+    fifo = [r.fifo for r in reports if r.fifo.applicable]
+    return {"ok": all(r.ok for r in reports), "projects": len(reports),
+            "synthesis_syntax": all(r.syntax.ok for r in reports),
+            "synthesis_errors": [e for r in reports for e in r.syntax.errors][:5],
+            "lint_findings": [f.line_text() for r in reports for f in r.lint],
+            "fifo": "none (io_parallel)" if not fifo else ("ok" if all(f.ok for f in fifo) else
+                                                          "; ".join(f.line() for f in fifo if not f.ok)),
+            "fifos": sum(len(f.peaks) for f in fifo)}
+
+
+def checks_cell(r: dict) -> str:
+    """'synthesis / lint / FIFOs' of :func:`hls_checks` (or '-' for rows measured before it)."""
+    c = r.get("hls_checks")
+    if not c:
+        return "-"
+    fifo = c["fifo"] if c["fifo"] != "ok" else f"{c['fifos']} ok"
+    return (f"{'ok' if c['synthesis_syntax'] else 'FAIL'} / {len(c['lint_findings']) or 'ok'} / "
+            f"{'none' if c['fifo'].startswith('none') else fifo}")
 
 
 def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Path | None = None,
@@ -61,6 +86,7 @@ def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Pat
         "verify_data_samples": rep.data_samples, "verify_outputs": rep.outputs, "mismatches": rep.mismatches,
         "reference_vs_integer_semantics_mismatches": rep.reference_vs_integer_semantics_mismatches,
         "testbench": rep.testbench, "user_model": rep.user_model, "independent": independent_summary(rep),
+        "hls_checks": hls_checks(prj),
         "verify_seconds": sec,
         "macs": int(sum(r["macs"] for r in rows)), "weight_bits": weight_bits(graph),
         "max_accumulator_bits": max(r["width"] for r in rows), "ops": len(graph.nodes),
@@ -109,12 +135,13 @@ def independent_cell(r: dict) -> str:
 
 #: Header cells of :func:`common_cells`.
 COMMON_HEADER = ("compile s | C-sim build s | C-sim samples/s | ORT ref samples/s | verified samples (random + data) | "
-                 "outputs | mismatches | independent check (equal/outputs)")
+                 "outputs | mismatches | independent check (equal/outputs) | HLS checks (synthesis / lint / FIFOs)")
 
 
 def common_cells(r: dict) -> str:
     """Markdown cells shared by the HLS benchmark tables: compile s | C-sim build s | C-sim/s |
-    reference/s | verified samples (random + data) | outputs | mismatches | independent check."""
+    reference/s | verified samples (random + data) | outputs | mismatches | independent check |
+    HLS checks."""
     return (f"{r['compile_s']} | {r['csim_build_s']} | {r['csim_samples_per_s']} | {r['ort_reference_samples_per_s']} | "
             f"{r['verify_samples']} ({r['verify_random_samples']} + {r['verify_data_samples']}) | "
-            f"{r['verify_outputs']:,} | {r['mismatches']} | {independent_cell(r)}")
+            f"{r['verify_outputs']:,} | {r['mismatches']} | {independent_cell(r)} | {checks_cell(r)}")

@@ -185,7 +185,7 @@ def write_outputs(results: list[dict], out: Path) -> None:
              "loaded the library (Linux VmHWM - VmRSS).  Times: wall clock on a shared 2-core machine (upper bounds).", "",
              f"| cell | weights | io | steps | {COMMON_HEADER} | brevitas differs | C-sim acc | brevitas acc | "
              "weight bits | max acc bits | C-sim MiB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(
             f"| {r['cell']} | {r['weights']} | {r['io_type']} | {r['steps']} | {common_cells(r)} | "

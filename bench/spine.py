@@ -26,7 +26,7 @@ from tessera.compiler.samples import sample_codes
 from tessera.models.train import train_model
 from tessera.models.zoo import ZOO
 
-from hls_bench import COMMON_HEADER, common_cells, independent_summary, plot_speed, weight_bits
+from hls_bench import COMMON_HEADER, common_cells, hls_checks, independent_summary, plot_speed, weight_bits
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,6 +72,7 @@ def bench_one(name: str, io: str, work: Path, samples: int, throughput_n: int) -
         "verify_outputs": rep.outputs, "mismatches": rep.mismatches,
         "reference_vs_integer_semantics_mismatches": rep.reference_vs_integer_semantics_mismatches,
         "testbench": rep.testbench, "user_model": rep.user_model, "independent": independent_summary(rep),
+        "hls_checks": hls_checks(prj),
         "brevitas_test_accuracy": metrics.get("final_test_accuracy"), "csim_test_accuracy": csim_acc,
         "macs": int(sum(r["macs"] for r in rows)), "weight_bits": weight_bits(graph),
         "max_accumulator_bits": max(r["width"] for r in rows),
@@ -94,7 +95,7 @@ def write_outputs(results: list[dict], out: Path) -> None:
              "bounds. 'compile' writes the project (hls4ml lowering, reference, testbench data); 'C-sim build' is g++.",
              "",
              f"| model | io | {COMMON_HEADER} | user model agrees | Brevitas acc | C-sim acc | MACs | weight bits |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         u = r["user_model"]
         lines.append(

@@ -1,13 +1,13 @@
 """``tessera.cli``: the ``tessera`` command, on top of the compiler, the models and the
 training companion.  Nothing imports this package; it imports them.
 
-Commands: ``compile``, ``emulate``, ``verify``, ``inspect`` (:mod:`.compile`), ``estimate``
+Commands: ``compile``, ``emulate``, ``verify``, ``inspect`` (:mod:`.compile`), ``check`` (:mod:`.check`), ``estimate``
 (:mod:`.estimate`), ``models``, ``train``, ``demo`` (:mod:`.train`), ``calibrate``, ``plan``
 (:mod:`.plan`); exit codes in docs/cli.md.  ``python -m tessera.cli ARGS`` is ``tessera ARGS``
 (the form ``torchrun`` launches for distributed training).
 """
 
-from . import compile, estimate, plan, train  # noqa: F401  (each module registers its commands)
+from . import check, compile, estimate, plan, train  # noqa: F401  (each module registers its commands)
 from .app import main
 
 __all__ = ["main"]

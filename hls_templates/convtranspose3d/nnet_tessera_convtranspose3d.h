@@ -144,8 +144,12 @@ InPlanes:
             for (int c = 0; c < C; c++)
                 plane[p * C + c] = in[c];
         }
+    // The output planes whose last input plane is id: a bounded loop (at most every output
+    // plane, in practice stride_depth of them) that stops at the first plane still waiting.
     OutPlanes:
-        while (next_out < (int)CONFIG_T::out_depth && tessera_tconv_last_plane<CONFIG_T>(next_out) <= id) {
+        for (int k = 0; k < (int)CONFIG_T::out_depth; k++) {
+            if (next_out >= (int)CONFIG_T::out_depth || tessera_tconv_last_plane<CONFIG_T>(next_out) > id)
+                break;
             tessera_convtranspose3d_plane<typename data_T::value_type, res_T, CONFIG_T>(ring, next_out, res, weights, biases);
             next_out++;
         }

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from tessera.compiler.writer import write_project
+from tessera.compiler.hlscheck.lint import lint_view
+from tessera.compiler.hlscheck.synth import synthesis_view
 from tessera.compiler.ir.types import FixedType
 from tessera.compiler.lower.hls4ml_lower import HlsOptions
 from tessera.compiler.ops import conv, dense, leakyrelu, maxpool, quant, relu
@@ -23,6 +25,8 @@ def csim_exact(graph, tmp_path, io_type="io_parallel", n=300):
     want = run_ir(graph, codes)
     bad = np.argwhere(got != want)
     assert len(bad) == 0, f"{len(bad)} mismatches; first: {[(tuple(i), int(want[tuple(i)]), int(got[tuple(i)])) for i in bad[:5]]}"
+    findings = lint_view(synthesis_view(prj))  # every kernel, as Vitis HLS sees it
+    assert not findings, [f.line_text() for f in findings]
     return prj
 
 

@@ -1,0 +1,108 @@
+"""``tessera check`` on generated projects: the synthesis branch compiles, the lint is clean,
+and the bounded-FIFO C-simulation passes at the declared depths and catches a FIFO that is
+too shallow (a skip connection that deadlocks in hardware), naming it."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from tessera.cli import main
+from tessera.compiler.hlscheck.check import check_project
+from tessera.compiler.hlscheck.fifo import bounded_top
+from tessera.compiler.lower.hls4ml_lower import HlsOptions
+from tessera.compiler.writer import write_project
+
+pytestmark = pytest.mark.csim
+
+
+@pytest.fixture(scope="module")
+def skip_projects(tmp_path_factory):
+    """A 2D skip block (conv branch beside a relu branch, joined by Concat and Add)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from conftest import _skip_block, dag_graph, full_range
+
+    g = dag_graph(full_range(8, 3, True, (2, 8, 8)), _skip_block(np.random.default_rng(3), 2, 2))
+    root = tmp_path_factory.mktemp("skip")
+    return {io: write_project(g, None, root / io, HlsOptions(io_type=io), tb_samples=4)
+            for io in ("io_parallel", "io_stream")}
+
+
+def short_branch(prj) -> tuple[str, str]:
+    """The FIFOs of the skip connection's short branch: the relu's input and output."""
+    top = next((prj / "firmware").glob("tessera_model.cpp")).read_text()
+    m = re.search(r"nnet::relu<[^>]*>\((\w+), (\w+)\)", top)
+    assert m, "no relu layer in the top function"
+    return m.group(1), m.group(2)
+
+
+def test_stream_project_passes_every_check(skip_projects):
+    rep = check_project(skip_projects["io_stream"])
+    assert rep.syntax.ok, rep.syntax.errors
+    assert rep.linted and rep.lint == []
+    assert rep.fifo.applicable and rep.fifo.ok, rep.fifo.line()
+    assert rep.fifo.samples == 2 and len(rep.fifo.peaks) >= 8
+    assert all(1 <= p.peak <= p.depth for p in rep.fifo.peaks)
+    assert rep.ok
+
+
+def test_shallow_skip_fifo_deadlocks_and_is_named(skip_projects):
+    prj = skip_projects["io_stream"]
+    relu_in, relu_out = short_branch(prj)
+    rep = check_project(prj, syntax=False, lint=False, depths={relu_in: 1, relu_out: 1})
+    assert not rep.ok and not rep.fifo.ok
+    assert set(rep.fifo.deadlock) == {f"{relu_in} (depth 1)", f"{relu_out} (depth 1)"}
+    assert f"full FIFO {relu_in} (depth 1)" in rep.fifo.line() or f"{relu_in} (depth 1)" in rep.fifo.line()
+    # deep enough for the conv branch's lead (two rows of the zero-padded input): no deadlock
+    deep = check_project(prj, syntax=False, lint=False, depths={relu_in: 2, relu_out: 30})
+    assert deep.fifo.ok, deep.fifo.line()
+
+
+def test_parallel_project_has_no_fifos_and_compiles_for_synthesis(skip_projects):
+    rep = check_project(skip_projects["io_parallel"])
+    assert rep.syntax.ok and rep.lint == [] and not rep.fifo.applicable and rep.ok
+    assert rep.fifo.line() == "bounded FIFOs: none (io_parallel)"
+
+
+def test_synthesis_only_error_is_caught(skip_projects, tmp_path):
+    """Code only Vitis HLS compiles (the __SYNTHESIS__ side) is compiled by the check."""
+    import shutil
+
+    prj = tmp_path / "prj"
+    shutil.copytree(skip_projects["io_parallel"], prj)
+    top = prj / "firmware" / "tessera_model.cpp"
+    top.write_text("#ifdef __SYNTHESIS__\nstatic int tessera_probe = no_such_name_in_synthesis;\n#endif\n" + top.read_text())
+    rep = check_project(prj, lint=False, fifo=False)
+    assert not rep.syntax.ok and not rep.ok
+    assert "tessera_model.cpp:2" in rep.syntax.errors[0] and "no_such_name_in_synthesis" in rep.syntax.errors[0]
+
+
+def test_bounded_top_rewrites_layers_and_refuses_unknown_fifos(skip_projects):
+    src = (skip_projects["io_stream"] / "firmware" / "tessera_model.cpp").read_text()
+    top, depths = bounded_top(src)
+    calls = len(re.findall(r"^\s*nnet::\w+<.*>\(.*\);", src, flags=re.M)) - src.count("load_weights_from_txt")
+    assert top.count("tessera_dataflow.add(") == calls and top.count("tessera_dataflow.run();") == 1
+    assert all(f"{n}.tessera_bound({d});" in top for n, d in depths.items())
+    from tessera.compiler.errors import ProjectError
+
+    with pytest.raises(ProjectError, match="no FIFO named nope"):
+        bounded_top(src, {"nope": 3})
+
+
+def test_cli_check_exit_codes(skip_projects, tmp_path):
+    prj = skip_projects["io_stream"]
+    ok = CliRunner().invoke(main, ["check", str(prj), "--no-syntax", "--json", str(tmp_path / "c.json")])
+    assert ok.exit_code == 0, ok.output
+    assert "no deadlock" in ok.output and (tmp_path / "c.json").is_file()
+    relu_in, relu_out = short_branch(prj)
+    bad = CliRunner().invoke(main, ["check", str(prj), "--no-syntax", "--no-lint", "--depth", f"{relu_in}=1",
+                                    "--depth", f"{relu_out}=1"])
+    assert bad.exit_code == 1 and "deadlock" in bad.output and f"{relu_in} (depth 1)" in bad.output
+    usage = CliRunner().invoke(main, ["check", str(prj), "--depth", "x=0"])
+    assert usage.exit_code == 2
