@@ -3,7 +3,7 @@ factors, io type, strategy and block grid, summed over the graph and checked aga
 
 Per layer with reuse factor R (docs/estimate.md has the sources):
 
-* multipliers ``n = ceil(mults / R)`` (hls4ml's ``multiplier_limit``), DSPs ``n x tiles``
+* multipliers ``n = ceil(mults / R) - zeros // R`` (hls4ml's ``multiplier_limit``, ops/work.py), DSPs ``n x tiles``
   for wide products, LUTs ``n x (LUTs per product + accumulator bits)`` plus the
   non-multiply lanes; FFs ``n x (x + w + accumulator bits)`` plus lanes, plus the output
   array in io_parallel;
@@ -31,7 +31,7 @@ from ..ir.graph import Graph, Node
 from ..ir.types import TensorType
 from ..ops import OPS
 from ..ops.cellprog import Codebook
-from ..ops.work import Work
+from ..ops.work import Work, multiplier_limit
 from ..partition import Plan, choose_cut, plan_overlapped, required_spans
 from .parts import DSP_A_BITS, DSP_B_BITS, Part
 
@@ -239,7 +239,7 @@ def layer_estimate(lw: LayerWork, reuse: int, io_type: str, strategy: str) -> La
     if strategy not in STRATEGIES:
         raise UnsupportedModelError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy}")
     r = reuse if w.reusable else 1
-    n = math.ceil(w.mults / r) if w.mults else 0
+    n = multiplier_limit(w.mults, w.zero_mults, r) if w.mults else 0
     mult_kind, lut_per_mult, dsp_per_mult = mult_cost(w.weight_kind, w.x_bits, w.w_bits) if w.mults else ("none", 0, 0)
     dsp = n * dsp_per_mult
     lut = n * (lut_per_mult + w.acc_bits) + w.lanes * w.lut_per_lane

@@ -26,7 +26,7 @@ from .extension import DIMS, Extension, Weight, attr_shape
 from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx,
                      linear_acc_frac, linear_acc_range)
 from .spans import window_span
-from .work import linear_work, padded, prod, window_buffer
+from .work import linear_work, multiplier_limit, padded, prod, window_buffer
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,9 +83,14 @@ def windows(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...]) ->
 
 
 def conv_config_types(layer) -> dict:
-    """The type names the 3D (transposed) convolution config templates take."""
-    return {"accum_t": layer.get_attr("accum_t").name, "weight_t": layer.get_weights("weight").type.name,
-            "bias_t": layer.get_weights("bias").type.name}
+    """The type names the 3D (transposed) convolution config templates take, and the
+    kernel's multiplier limit (its ALLOCATION pragma; the estimator's count, ops/work.py)."""
+    weights = layer.get_weights("weight")
+    mults = int(np.prod([layer.get_attr(f"filt_{d}") for d in DIMS])) * layer.get_attr("n_chan") * layer.get_attr("n_filt")
+    zeros = int(np.count_nonzero(np.asarray(weights.data) == 0))
+    return {"accum_t": layer.get_attr("accum_t").name, "weight_t": weights.type.name,
+            "bias_t": layer.get_weights("bias").type.name, "n_zeros": zeros,
+            "multiplier_limit": multiplier_limit(mults, zeros, layer.get_attr("reuse_factor", 1))}
 
 
 def conv3d_extension(layer: str, doc: str, folder: str, header: str) -> Extension:
@@ -194,8 +199,9 @@ class Conv(LinearOp[Attrs]):
 
     def cost(self, attrs: Attrs, ins, out, io):
         x = ins[0]
-        f, c = attrs.weight.shape[:2]
-        k = attrs.weight.shape[2:]
+        w = attrs.weight if attrs.group == 1 or attrs.depthwise else dense_weight(attrs)  # the weights as lowered
+        f, c = w.shape[:2]
+        k = w.shape[2:]
         extent = padded(x, attrs.pads)
         buf, fill = window_buffer(x, k[0], extent)
         stream = io == "io_stream"
@@ -203,7 +209,8 @@ class Conv(LinearOp[Attrs]):
                            mults=prod(k) * c * f, taps=prod(k) * c,
                            steps=prod(extent) if stream else prod(out.shape[1:]), kind=self.weight_kind(attrs),
                            w_bits=attrs.wtype.width, reuse_dims=(prod(k) * c, f) if attrs.ndim < 3 else None,
-                           line_buffer_bits=buf if stream else 0, fill_steps=fill if stream else 0)
+                           line_buffer_bits=buf if stream else 0, fill_steps=fill if stream else 0,
+                           zero_mults=int(np.count_nonzero(w == 0)))
 
     def input_span(self, attrs: Attrs, span):
         return window_span(span, attrs.weight.shape[2:], attrs.strides, attrs.pads)

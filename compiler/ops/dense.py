@@ -94,7 +94,8 @@ class Dense(LinearOp[Attrs]):
         n_in, n_out = attrs.weight.shape
         return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),
                            mults=n_in * n_out, taps=n_in, steps=1, kind=self.weight_kind(attrs),
-                           w_bits=attrs.wtype.width, reuse_dims=(n_in, n_out))
+                           w_bits=attrs.wtype.width, reuse_dims=(n_in, n_out),
+                           zero_mults=int(np.count_nonzero(attrs.weight == 0)))
 
 
 OP = Dense()

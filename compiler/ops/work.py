@@ -31,6 +31,7 @@ class Work:
 
     macs: int  # multiply-accumulates per sample (the op's own MAC rule)
     mults: int = 0  # products of one pipelined iteration at reuse 1
+    zero_mults: int = 0  # of those, products by a zero weight (hls4ml's n_zeros: no multiplier)
     steps: int = 1  # pipelined iterations per sample, each started every `reuse` cycles
     taps: int = 1  # products summed into one accumulator (adder-tree depth)
     weight_kind: str = "int"  # the weights' codebook (cellprog.Codebook): int, binary, ternary, quaternary
@@ -60,12 +61,22 @@ def prod(xs) -> int:
     return int(np.prod(xs)) if len(xs) else 1
 
 
+def multiplier_limit(mults: int, zero_mults: int, reuse: int) -> int:
+    """Multipliers of a kernel whose pipelined iteration has ``mults`` products
+    (``zero_mults`` of them by zero weights) started every ``reuse`` cycles: hls4ml's
+    ``multiplier_limit = DIV_ROUNDUP(mults, reuse) - n_zeros / reuse``, the ``ALLOCATION``
+    limit of its dense and convolution kernels and of Tessera's 3D convolution, and the
+    estimator's multiplier count (estimate/model.py)."""
+    return -(-mults // reuse) - zero_mults // reuse
+
+
 def linear_work(ins: list[TensorType], out: TensorType, *, macs: int, weight_bits: int, mults: int, taps: int,
                 steps: int, kind: str, w_bits: int, reuse_dims=None, line_buffer_bits: int = 0, fill_steps: int = 0,
-                state_bits: int = 0, acc_bits: int | None = None, lanes: int = 0, lut_per_lane: int = 0) -> Work:
+                state_bits: int = 0, acc_bits: int | None = None, lanes: int = 0, lut_per_lane: int = 0,
+                zero_mults: int = 0) -> Work:
     """A kernel of products of the input with stored weights (dense, convolutions, cells)."""
     acc = acc_bits if acc_bits is not None else bits(out)
-    return Work(macs=macs, mults=mults, steps=steps, taps=taps, weight_kind=kind, x_bits=bits(ins[0]), w_bits=w_bits,
+    return Work(macs=macs, mults=mults, zero_mults=zero_mults, steps=steps, taps=taps, weight_kind=kind, x_bits=bits(ins[0]), w_bits=w_bits,
                 acc_bits=acc, lanes=lanes, lut_per_lane=lut_per_lane, ff_per_lane=acc if lanes else 0,
                 weight_bits=weight_bits, state_bits=state_bits, line_buffer_bits=line_buffer_bits,
                 out_bits=out.size * bits(out), fill_steps=fill_steps, reuse_dims=reuse_dims)

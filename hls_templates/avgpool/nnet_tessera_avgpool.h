@@ -84,7 +84,8 @@ void tessera_avgpool3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height *
 
 // io_stream: the 3D line buffer of nnet_tessera_stream.h (zero-padded plane buffer).
 template <class res_T, typename CONFIG_T> struct tessera_avgpool3d_window {
-    template <class P> void operator()(const P &planes, int d0, int h0, int w0, res_T &out) const {
+    template <class P> static void apply(const P &planes, int d0, int h0, int w0, res_T &out) {
+        #pragma HLS INLINE
         long long count = CONFIG_T::pool_depth * CONFIG_T::pool_height * CONFIG_T::pool_width;
         if (!CONFIG_T::count_include_pad)
             count = tessera_valid(d0 - (int)CONFIG_T::pad_front, CONFIG_T::pool_depth, CONFIG_T::in_depth) *
@@ -103,11 +104,11 @@ template <class res_T, typename CONFIG_T> struct tessera_avgpool3d_window {
 
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_avgpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res) {
-    tessera_avgpool3d_window<res_T, CONFIG_T> window;
     tessera_plane_walk<CONFIG_T::pool_depth, CONFIG_T::pool_height, CONFIG_T::pool_width, CONFIG_T::stride_depth,
                        CONFIG_T::stride_height, CONFIG_T::stride_width, CONFIG_T::pad_front, CONFIG_T::pad_top,
                        CONFIG_T::pad_left, CONFIG_T::in_depth, CONFIG_T::in_height, CONFIG_T::in_width,
-                       CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width>(data, res, window);
+                       CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width, 1, data_T, res_T,
+                       tessera_avgpool3d_window<res_T, CONFIG_T> >(data, res);
 }
 
 } // namespace nnet

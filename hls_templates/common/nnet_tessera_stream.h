@@ -1,6 +1,6 @@
 // Stream <-> array helpers shared by Tessera's io_stream kernels (one pixel, all channels,
-// per stream word).  The io_stream forms of the 3D kernels currently buffer whole volumes
-// with these; plane-buffered forms are future work.
+// per stream word), and the plane buffer of the io_stream 3D window kernels (convolution,
+// max and average pooling): the last KD planes of the padded volume, never the whole volume.
 #ifndef NNET_TESSERA_STREAM_H_
 #define NNET_TESSERA_STREAM_H_
 
@@ -31,24 +31,32 @@ WriteWords:
 
 // The 3D line buffer: walk the zero-padded volume in (depth, height, width) raster order,
 // reading one stream word per real input position, keeping the last KD padded planes, and
-// calling window(planes, d0, h0, w0, out) for every output whose window ends at the current
-// position.  Outputs leave in raster order.  On-chip storage: KD x H' x W' x channels.
+// calling Window::apply(planes, d0, h0, w0, out, args...) for every output whose window
+// ends at the current position (args: the window's weights, if any).  Outputs leave in
+// raster order, one position per pipelined iteration at II.  On-chip storage: KD x H' x W'
+// x channels; a window reads KD x KH x KW x channels values of it per iteration, so the
+// planes are partitioned completely over KD and the channels and cyclically (KH, KW) over
+// rows and columns: every value a window reads lies in its own bank.
 template <int KD, int KH, int KW, int SD, int SH, int SW, int PF, int PT, int PL, int ID, int IH, int IW, int OD,
-          int OH, int OW, class data_T, class res_T, class Window>
-void tessera_plane_walk(hls::stream<data_T> &data, hls::stream<res_T> &res, const Window &window) {
+          int OH, int OW, int II, class data_T, class res_T, class Window, class... Args>
+void tessera_plane_walk(hls::stream<data_T> &data, hls::stream<res_T> &res, Args... args) {
     typedef typename data_T::value_type elem_t;
     const int DP = (OD - 1) * SD + KD, HP = (OH - 1) * SH + KH, WP = (OW - 1) * SW + KW;
     const int D_ALL = DP > ID + PF ? DP : ID + PF;
     const int H_ALL = HP > IH + PT ? HP : IH + PT;
     const int W_ALL = WP > IW + PL ? WP : IW + PL;
     static elem_t planes[KD][H_ALL][W_ALL][data_T::size];
+    #pragma HLS ARRAY_PARTITION variable = planes complete dim = 1
+    #pragma HLS ARRAY_PARTITION variable = planes cyclic factor = KH dim = 2
+    #pragma HLS ARRAY_PARTITION variable = planes cyclic factor = KW dim = 3
+    #pragma HLS ARRAY_PARTITION variable = planes complete dim = 4
 Depth:
     for (int dp = 0; dp < D_ALL; dp++) {
     Height:
         for (int hp = 0; hp < H_ALL; hp++) {
         Width:
             for (int wp = 0; wp < W_ALL; wp++) {
-                #pragma HLS PIPELINE
+                #pragma HLS PIPELINE II = II
                 const int d = dp - PF, h = hp - PT, w = wp - PL;
                 const bool inside = d >= 0 && d < ID && h >= 0 && h < IH && w >= 0 && w < IW;
                 data_T word;
@@ -62,7 +70,7 @@ Depth:
                 if (d0 / SD >= OD || h0 / SH >= OH || w0 / SW >= OW)
                     continue;
                 res_T out;
-                window(planes, d0, h0, w0, out);
+                Window::apply(planes, d0, h0, w0, out, args...);
                 res.write(out);
             }
         }

@@ -17,6 +17,8 @@ struct config${index} : nnet::tessera_conv3d_config {
     static const unsigned pad_top = ${pad_top};
     static const unsigned pad_left = ${pad_left};
     static const unsigned reuse_factor = ${reuse};
+    static const unsigned n_zeros = ${n_zeros};
+    static const unsigned multiplier_limit = ${multiplier_limit};
     typedef ${accum_t} accum_t;
     typedef ${weight_t} weight_t;
     typedef ${bias_t} bias_t;

@@ -1,0 +1,82 @@
+"""The estimator counts the multipliers the kernels' ALLOCATION pragmas allow: g++ reads
+``multiplier_limit`` out of the generated parameters.h (hls4ml's dense and 2D convolution,
+Tessera's 3D convolution), and reuse R divides it by R."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tessera.compiler.estimate import estimate, get_part
+from tessera.compiler.ir.types import FixedType
+from tessera.compiler.lower.hls4ml_lower import HlsOptions
+from tessera.compiler.ops import conv, dense, relu
+from tessera.compiler.ops.work import multiplier_limit
+from tessera.compiler.writer import write_project
+
+pytestmark = pytest.mark.csim
+
+
+def nonzero(rng, shape, lo=-7, hi=7):
+    w = rng.integers(lo, hi, size=shape, endpoint=True)
+    w[w == 0] = 1
+    return w
+
+
+def kernel_limits(prj: Path) -> dict[str, int]:
+    """Every config struct's multiplier_limit, as the C++ compiler evaluates it."""
+    params = (prj / "firmware" / "parameters.h").read_text()
+    structs = [m.group(1) for m in re.finditer(r"struct (\w+) : nnet::\w+ \{(?:(?!\n\};).)*multiplier_limit", params, re.S)]
+    assert structs, "no config with a multiplier_limit"
+    main = prj / "limits.cpp"
+    main.write_text('#include <cstdio>\n#include "firmware/defines.h"\n#include "firmware/parameters.h"\nint main() {\n'
+                    + "".join(f'    std::printf("{s} %u\\n", (unsigned){s}::multiplier_limit);\n' for s in structs) + "}\n")
+    exe = prj / "limits"
+    subprocess.run([shutil.which("g++"), "-std=c++17", "-w", "-I.", "-Ifirmware", "-Ifirmware/ap_types", str(main.name),
+                    "-o", str(exe.name)], cwd=prj, check=True, capture_output=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    return {name: int(v) for name, v in (ln.split() for ln in out.splitlines())}
+
+
+CASES = {
+    "dense": lambda rng: ((16,), ("dense", dense.Attrs(nonzero(rng, (16, 8)), FixedType(4, 3, True), None, None))),
+    "conv2d": lambda rng: ((3, 6, 6), ("conv", conv.Attrs(nonzero(rng, (4, 3, 3, 3)), FixedType(4, 3, True), None, None,
+                                                          (1, 1), (0, 0, 0, 0)))),
+    "conv3d": lambda rng: ((2, 4, 4, 4), ("conv", conv.Attrs(nonzero(rng, (4, 2, 2, 2, 2)), FixedType(4, 3, True), None,
+                                                             None, (1, 1, 1), (0,) * 6))),
+}
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+@pytest.mark.parametrize("kind", list(CASES))
+def test_estimated_multipliers_are_the_kernels_limit_and_divide_by_reuse(make_graph, make_type, rng, tmp_path, kind,
+                                                                          io_type):
+    shape, layer = CASES[kind](rng)
+    g = make_graph(make_type(6, 4, True, shape), layer, ("relu", relu.Attrs()))
+    node = g.nodes[0].name
+    counts = {}
+    for r in (1, 2, 4):
+        prj = write_project(g, None, tmp_path / f"r{r}", HlsOptions(io_type=io_type, reuse=r), tb_samples=2)
+        limits = set(kernel_limits(prj).values())
+        est = next(x for x in estimate(g, get_part("xcu250"), reuse=r, io_type=io_type).layers if x.node == node)
+        assert limits == {est.multipliers}, (r, limits, est.multipliers)
+        counts[r] = est.multipliers
+    assert counts[2] == -(-counts[1] // 2) and counts[4] == -(-counts[1] // 4), counts
+
+
+def test_zero_weights_need_no_multiplier():
+    assert multiplier_limit(64, 0, 4) == 16 and multiplier_limit(64, 8, 4) == 14 and multiplier_limit(65, 0, 4) == 17
+
+
+def test_conv3d_kernel_allocates_the_limit():
+    import tessera.hls_templates as templates
+
+    text = (Path(templates.__file__).parent / "conv3d" / "nnet_tessera_conv3d.h").read_text()
+    assert text.count("#pragma HLS ALLOCATION operation instances = mul limit = CONFIG_T::multiplier_limit") == 2
+    assert text.count("#pragma HLS ARRAY_RESHAPE variable = weights block factor = CONFIG_T::multiplier_limit") == 2
+    assert "struct tessera_conv3d_window" in text and "const typename CONFIG_T::weight_t *weights;" not in text
