@@ -76,6 +76,13 @@ def write_outputs(results: list[dict], out: Path) -> None:
              "outputs of the reference equal to the user's QONNX file run in float64 by ONNX's reference evaluator. Throughputs are "
              "those of the verification run (same inputs for both). Times: wall-clock on a shared 2-core machine "
              "(upper bounds).", "",
+             "Synthesizable in principle: the io_stream rows whose *HLS checks* pass (`tessera check`: the synthesis "
+             "branch compiles, the lint is clean, the FIFOs at their declared depths do not deadlock; docs/hls-checks.md). "
+             "C-simulation only: io_parallel at 32^3, which keeps every feature map in registers; `tessera compile` "
+             "refuses it now (the design-size guard): untrained exports at these widths need 10.3 (CosmoFlow), 21.4 "
+             "(CosmoFlow-MLPerf) and 94.6 (U-Net) million register bits, against 2.76 million for the U250 at 80 %. "
+             "Rows measured before the guard (and before the checks: '-') keep their numbers; a rerun records the refusal.",
+             "",
              f"| model | io | ops | {COMMON_HEADER} | user QONNX agrees | MACs | weight bits | max acc bits |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
