@@ -37,6 +37,9 @@ def layer_class(ext: Extension) -> type:
                 *(TypeAttribute(w.name) for w in ext.weights), *(TypeAttribute(t) for t in ext.types)]
 
     def initialize(self):
+        for t in ext.types:  # hls4ml sets accum_t itself; any other precision attribute from the config
+            if t != "accum":
+                self._set_type_t(t)
         self.add_output_variable(list(ext.output_shape(self)))
         for w in ext.weights:
             self.add_weights_variable(name=w.name, var_name=w.var, data=w.name)

@@ -6,8 +6,12 @@ elements (``count_include_pad=0``).  ``n`` is generally not a power of two (Cosm
 3x3x3 windows: 27), so an average is not a fixed-point number; the compiler therefore fuses
 the pool with the ``Quant`` that follows it and rounds the exact rational ``S / n`` once,
 with the Quant's rounding mode (:func:`.rounding.div_round`).  The HLS kernel
-(``hls_templates/avgpool``) sums exactly and performs the same integer division
-(``tessera_div_round`` of ``hls_templates/common/nnet_tessera_rounding.h``).  A window op
+(``hls_templates/avgpool``) sums exactly, then divides by the exact requantization
+primitive (:mod:`.affine`): for every divisor the window can have, a multiply-shift
+``clamp((mult[n] * S + add[n]) >> shift)`` proven equal to ``R(S * 2**(fy - fx) / n)`` for
+every sum the input type allows (:func:`division`); only where no multiply-shift fits 64
+bits does it fall back to the integer division (``tessera_div_round`` of
+``hls_templates/common/nnet_tessera_rounding.h``), still exact.  A window op
 for the partitioner, except that a padded average whose divisor excludes the padding cannot
 be tiled (its divisor depends on where the volume ends).
 """
@@ -17,14 +21,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType, bits_for_range
+from .affine import MultiplyShift, Step, multiply_shift
 from .base import Layout, OpDef, Trait, check_width
 from .conv import windows
-from .extension import DIMS
+from .extension import DIMS, Weight
 from .maxpool import pool3d_extension, pool_work
 from .quant import Attrs as QuantAttrs
 from .rounding import div_round
@@ -74,6 +80,28 @@ def sum_type(x: TensorType, count: int, shape: tuple[int, ...] = (1,)) -> Tensor
     return TensorType(shape, FixedType(width, x.ftype.frac, True), lo, hi)
 
 
+def division(attrs: Attrs, x: TensorType) -> dict[int, MultiplyShift] | None:
+    """Per divisor ``n`` of the pool: the multiply-shift (one shift for all) proven equal to
+    ``clamp(R((S << up) / (n << down)))`` for every window sum ``S`` of at most ``k`` codes
+    of ``x`` (padding adds zeros); None when some divisor has none within 64 bits, or its
+    constants need more than 53 bits."""
+    up, down = divisor_shifts(attrs.out, x)
+    k = int(np.prod(attrs.kernel))
+    lo, hi = min(k * x.lo, 0), max(k * x.hi, 0)
+    found = {}
+    for n in sorted({int(v) for v in divisors(attrs, x.shape[1:]).ravel()}):
+        step = Step(Fraction(1 << up, n << down), Fraction(0), attrs.out.rounding, attrs.out.qmin, attrs.out.qmax)
+        ms = multiply_shift(step, lo, hi)
+        if ms is None:
+            return None
+        found[n] = ms
+    shift = max(m.shift for m in found.values())
+    table = {n: MultiplyShift(m.mult << (shift - m.shift), m.add << (shift - m.shift), shift) for n, m in found.items()}
+    if any(abs(v) >= 2**53 for m in table.values() for v in (m.mult, m.add)):
+        return None  # the weight files carry the constants as float64
+    return table
+
+
 class AvgPool(OpDef[Attrs]):
     name = "avgpool"
     traits = frozenset({Trait.WINDOW})
@@ -81,8 +109,11 @@ class AvgPool(OpDef[Attrs]):
         "TesseraAvgPool3D", "Average pooling fused with its Quant: exact window sum, one exact rational rounding.",
         "avgpool", "nnet_tessera_avgpool.h",
         extra=("pad_front", "pad_top", "pad_left", "count_include_pad", "num_shift", "den_shift", "qmin", "qmax",
-               "sum_bits", "out_bits"),
-        texts=("rounding",), types=("accum",), config_types=lambda layer: {"accum_t": layer.get_attr("accum_t").name}),)
+               "sum_bits", "out_bits", "shift", "form_code", "max_count"),
+        texts=("rounding",), types=("accum", "prod"), weights=(Weight("mult", "m{index}", "m"), Weight("add", "a{index}", "a")),
+        config_types=lambda layer: {"accum_t": layer.get_attr("accum_t").name, "prod_t": layer.get_attr("prod_t").name,
+                                    "mult_t": layer.get_weights("mult").type.name,
+                                    "add_t": layer.get_weights("add").type.name}),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -147,15 +178,34 @@ class AvgPool(OpDef[Attrs]):
         up, down = divisor_shifts(attrs.out, x)
         k = int(np.prod(attrs.kernel))
         sum_t = sum_type(x, k)
+        table = division(attrs, x)
+        mult, add = np.zeros(k + 1, dtype=object), np.zeros(k + 1, dtype=object)
+        for count, ms in (table or {}).items():
+            mult[count], add[count] = ms.mult, ms.add
+        prod = max([ms.product_bits(sum_t.lo, sum_t.hi) for ms in (table or {}).values()] + [sum_t.ftype.width + 2])
+        width = lambda v: max(int(abs(int(a))).bit_length() for a in v) + 1  # noqa: E731
         layer = {"class_name": "TesseraAvgPool3D", "n_filt": x.shape[0], "count_include_pad": bool(attrs.count_include_pad),
                  "num_shift": up, "den_shift": down, "rounding": attrs.out.rounding.cpp,
                  "qmin": attrs.out.qmin, "qmax": attrs.out.qmax, "sum_bits": sum_t.ftype.width,
-                 "out_bits": attrs.out.out.width}
+                 "out_bits": attrs.out.out.width, "max_count": k,
+                 "shift": next(iter(table.values())).shift if table else 0,
+                 "form_code": 0 if table else 1,  # nnet::TESSERA_AVG_* (multiply-shift, division)
+                 "mult_data": mult.astype(np.float64), "add_data": add.astype(np.float64)}
         for i, d in enumerate(DIMS):
             layer[f"in_{d}"], layer[f"out_{d}"] = spatial[i], osp[i]
             layer[f"pool_{d}"], layer[f"stride_{d}"] = kern[i], strides[i]
         layer.update(pad_front=pads[0], pad_top=pads[1], pad_left=pads[2])
-        hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": sum_t.ftype.hls()}, layout=Layout.CHANNELS)
+        hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": sum_t.ftype.hls(), "prod": f"fixed<{prod},{prod}>",
+                                    "mult": f"fixed<{width(mult)},{width(mult)}>", "add": f"fixed<{width(add)},{width(add)}>"},
+                      layout=Layout.CHANNELS)
+
+    def form(self, attrs: Attrs, ins, out) -> str:
+        table = division(attrs, ins[0])
+        if table is None:
+            return "integer division (no multiply-shift within 64 bits)"
+        ms = list(table.values())
+        return (f"multiply-shift: {len(ms)} divisor{'s' if len(ms) > 1 else ''}, shift {ms[0].shift}, "
+                f"{max(abs(m.mult) for m in ms).bit_length() + 1}-bit multipliers")
 
     def cost(self, attrs: Attrs, ins, out, io):
         return pool_work(attrs.kernel, attrs.pads, ins[0], out, io,

@@ -48,13 +48,14 @@ def pool_work(kernel, pads, x: TensorType, out: TensorType, io, extra_bits: int 
 
 
 def pool3d_extension(layer: str, doc: str, folder: str, header: str, extra: tuple[str, ...] = (),
-                     texts: tuple[str, ...] = (), types: tuple[str, ...] = (), config_types=None) -> Extension:
+                     texts: tuple[str, ...] = (), types: tuple[str, ...] = (), config_types=None,
+                     weights: tuple = ()) -> Extension:
     """A 3D pooling extension layer, channels-last (``extra`` integer and ``texts`` string
     attributes after the sizes, all in its config)."""
     sizes = tuple(f"{p}_{d}" for p in ("in", "out", "pool", "stride") for d in DIMS) + ("n_filt",) + extra
     return Extension(layer, doc, folder, header, config_keys=sizes + texts,
                      output_shape=attr_shape(*(f"out_{d}" for d in DIMS), last="n_filt"), attributes=sizes,
-                     texts=texts, types=types, config_types=config_types)
+                     texts=texts, types=types, config_types=config_types, weights=weights)
 
 
 class MaxPool(OpDef[Attrs]):

@@ -23,5 +23,11 @@ struct config${index} : nnet::tessera_avgpool3d_config {
     static const long long qmax = ${qmax};
     static const unsigned sum_bits = ${sum_bits};
     static const unsigned out_bits = ${out_bits};
+    static const unsigned max_count = ${max_count};
+    static const unsigned shift = ${shift};
+    static const int form = ${form_code};
     typedef ${accum_t} accum_t;
+    typedef ${prod_t} prod_t;
+    typedef ${mult_t} mult_t;
+    typedef ${add_t} add_t;
 };

@@ -4,6 +4,12 @@
 // of input codes (zero padding), n the kernel volume or the count of valid elements, R the
 // Quant's rounding mode.  All arithmetic is on integers; the result's raw bits are set
 // directly, so nothing else can round.
+//
+// The division (form TESSERA_AVG_MULTIPLY_SHIFT): y = clip((mult[n] * S + add[n]) >> shift),
+// one multiplier per channel lane, the constants indexed by the divisor n; the compiler proves
+// for every divisor and every sum the input type allows that this equals the exact rational
+// rounding (tessera/compiler/ops/avgpool.py: division).  Only where no multiply-shift fits
+// 64 bits does the kernel divide (form TESSERA_AVG_DIVISION, nnet_tessera_rounding.h).
 #ifndef NNET_TESSERA_AVGPOOL_H_
 #define NNET_TESSERA_AVGPOOL_H_
 
@@ -25,14 +31,37 @@ struct tessera_avgpool3d_config {
     static const int rounding = TESSERA_ROUND; // the Quant's mode (nnet_tessera_rounding.h)
     static const long long qmin = 0, qmax = 0;
     static const unsigned sum_bits = 1, out_bits = 1;
+    static const unsigned max_count = 1, shift = 0;
+    static const int form = 0;
     typedef float accum_t;
+    typedef ap_int<4> prod_t;
+    typedef ap_int<2> mult_t;
+    typedef ap_int<2> add_t;
 };
 
+enum { TESSERA_AVG_MULTIPLY_SHIFT = 0, TESSERA_AVG_DIVISION = 1 };
+
 // Round the exact window sum (raw bits of accum_t) divided by count, clip, and set the raw bits of out.
-template <class out_T, typename CONFIG_T> inline void tessera_avgpool_finish(const typename CONFIG_T::accum_t &sum, long long count,
-                                                                            out_T &out) {
-    tessera_div_round_to<out_T, typename CONFIG_T::accum_t, CONFIG_T::sum_bits, CONFIG_T::out_bits>(
-        sum, count, CONFIG_T::num_shift, CONFIG_T::den_shift, CONFIG_T::rounding, CONFIG_T::qmin, CONFIG_T::qmax, out);
+template <class out_T, typename CONFIG_T>
+inline void tessera_avgpool_finish(const typename CONFIG_T::accum_t &sum, long long count, out_T &out,
+                                   const typename CONFIG_T::mult_t mult[CONFIG_T::max_count + 1],
+                                   const typename CONFIG_T::add_t add[CONFIG_T::max_count + 1]) {
+    #pragma HLS INLINE
+    if (CONFIG_T::form == TESSERA_AVG_MULTIPLY_SHIFT) {
+        ap_int<CONFIG_T::sum_bits> code;
+        code.range() = sum.range(CONFIG_T::sum_bits - 1, 0);
+        typename CONFIG_T::prod_t p = code * mult[count] + add[count];
+        p = p >> CONFIG_T::shift; // arithmetic: floor
+        if (p < typename CONFIG_T::prod_t(CONFIG_T::qmin))
+            p = CONFIG_T::qmin;
+        if (p > typename CONFIG_T::prod_t(CONFIG_T::qmax))
+            p = CONFIG_T::qmax;
+        out.range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(p.to_int64()).range();
+    } else {
+        tessera_div_round_to<out_T, typename CONFIG_T::accum_t, CONFIG_T::sum_bits, CONFIG_T::out_bits>(
+            sum, count, CONFIG_T::num_shift, CONFIG_T::den_shift, CONFIG_T::rounding, CONFIG_T::qmin, CONFIG_T::qmax,
+            out);
+    }
 }
 
 // Number of window elements inside the input along one axis.
@@ -41,7 +70,10 @@ inline long long tessera_valid(int start, int k, int n) {
     return hi > lo ? hi - lo : 0;
 }
 
-template <class in_T, class out_T, typename CONFIG_T> void tessera_avgpool3d_compute(const in_T *data, out_T *res) {
+template <class in_T, class out_T, typename CONFIG_T>
+void tessera_avgpool3d_compute(const in_T *data, out_T *res, const typename CONFIG_T::mult_t *mult,
+                               const typename CONFIG_T::add_t *add) {
+    #pragma HLS INLINE
     const int D = CONFIG_T::in_depth, H = CONFIG_T::in_height, W = CONFIG_T::in_width, C = CONFIG_T::n_filt;
 OutDepth:
     for (int od = 0; od < (int)CONFIG_T::out_depth; od++) {
@@ -68,7 +100,7 @@ OutDepth:
                     if (CONFIG_T::count_include_pad)
                         count = CONFIG_T::pool_depth * CONFIG_T::pool_height * CONFIG_T::pool_width;
                     out_T out;
-                    tessera_avgpool_finish<out_T, CONFIG_T>(sum, count, out);
+                    tessera_avgpool_finish<out_T, CONFIG_T>(sum, count, out, mult, add);
                     res[((od * CONFIG_T::out_height + oh) * CONFIG_T::out_width + ow) * C + c] = out;
                 }
             }
@@ -78,13 +110,19 @@ OutDepth:
 
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_avgpool3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height * CONFIG_T::in_width * CONFIG_T::n_filt],
-                          res_T res[CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width * CONFIG_T::n_filt]) {
-    tessera_avgpool3d_compute<data_T, res_T, CONFIG_T>(data, res);
+                          res_T res[CONFIG_T::out_depth * CONFIG_T::out_height * CONFIG_T::out_width * CONFIG_T::n_filt],
+                          typename CONFIG_T::mult_t mult[CONFIG_T::max_count + 1],
+                          typename CONFIG_T::add_t add[CONFIG_T::max_count + 1]) {
+    #pragma HLS ARRAY_PARTITION variable = mult complete
+    #pragma HLS ARRAY_PARTITION variable = add complete
+    tessera_avgpool3d_compute<data_T, res_T, CONFIG_T>(data, res, mult, add);
 }
 
 // io_stream: the 3D line buffer of nnet_tessera_stream.h (zero-padded plane buffer).
 template <class res_T, typename CONFIG_T> struct tessera_avgpool3d_window {
-    template <class P> static void apply(const P &planes, int d0, int h0, int w0, res_T &out) {
+    template <class P>
+    static void apply(const P &planes, int d0, int h0, int w0, res_T &out, const typename CONFIG_T::mult_t *mult,
+                      const typename CONFIG_T::add_t *add) {
         #pragma HLS INLINE
         long long count = CONFIG_T::pool_depth * CONFIG_T::pool_height * CONFIG_T::pool_width;
         if (!CONFIG_T::count_include_pad)
@@ -97,18 +135,22 @@ template <class res_T, typename CONFIG_T> struct tessera_avgpool3d_window {
                 for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
                     for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++)
                         sum += planes[(d0 + kd) % CONFIG_T::pool_depth][h0 + kh][w0 + kw][c];
-            tessera_avgpool_finish<typename res_T::value_type, CONFIG_T>(sum, count, out[c]);
+            tessera_avgpool_finish<typename res_T::value_type, CONFIG_T>(sum, count, out[c], mult, add);
         }
     }
 };
 
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_avgpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res) {
+void tessera_avgpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
+                              typename CONFIG_T::mult_t mult[CONFIG_T::max_count + 1],
+                              typename CONFIG_T::add_t add[CONFIG_T::max_count + 1]) {
+    #pragma HLS ARRAY_PARTITION variable = mult complete
+    #pragma HLS ARRAY_PARTITION variable = add complete
     tessera_plane_walk<CONFIG_T::pool_depth, CONFIG_T::pool_height, CONFIG_T::pool_width, CONFIG_T::stride_depth,
                        CONFIG_T::stride_height, CONFIG_T::stride_width, CONFIG_T::pad_front, CONFIG_T::pad_top,
                        CONFIG_T::pad_left, CONFIG_T::in_depth, CONFIG_T::in_height, CONFIG_T::in_width,
                        CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width, 1, data_T, res_T,
-                       tessera_avgpool3d_window<res_T, CONFIG_T> >(data, res);
+                       tessera_avgpool3d_window<res_T, CONFIG_T> >(data, res, mult, add);
 }
 
 } // namespace nnet
