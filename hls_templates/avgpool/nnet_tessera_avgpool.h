@@ -50,13 +50,9 @@ inline void tessera_avgpool_finish(const typename CONFIG_T::accum_t &sum, long l
     if (CONFIG_T::form == TESSERA_AVG_MULTIPLY_SHIFT) {
         ap_int<CONFIG_T::sum_bits> code;
         code.range() = sum.range(CONFIG_T::sum_bits - 1, 0);
-        typename CONFIG_T::prod_t p = code * mult[count] + add[count];
-        p = p >> CONFIG_T::shift; // arithmetic: floor
-        if (p < typename CONFIG_T::prod_t(CONFIG_T::qmin))
-            p = CONFIG_T::qmin;
-        if (p > typename CONFIG_T::prod_t(CONFIG_T::qmax))
-            p = CONFIG_T::qmax;
-        out.range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(p.to_int64()).range();
+        const long long y = tessera_multiply_shift<typename CONFIG_T::prod_t>(code, mult[count], add[count], CONFIG_T::shift,
+                                                                              CONFIG_T::qmin, CONFIG_T::qmax);
+        out.range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
     } else {
         tessera_div_round_to<out_T, typename CONFIG_T::accum_t, CONFIG_T::sum_bits, CONFIG_T::out_bits>(
             sum, count, CONFIG_T::num_shift, CONFIG_T::den_shift, CONFIG_T::rounding, CONFIG_T::qmin, CONFIG_T::qmax,

@@ -102,6 +102,22 @@ inline void tessera_div_round_to(const accum_T &sum, long long count, int num_sh
     out.range(OUT_BITS - 1, 0) = ap_int<OUT_BITS>(y).range();
 }
 
+// The requantization primitive's multiply-shift (tessera/compiler/ops/affine.py, proven by
+// the compiler for every reachable code): clamp((mult * code + add) >> shift, qmin, qmax),
+// computed in prod_T, which holds mult * code + add exactly; the shift is arithmetic (floor).
+template <class prod_T, class code_T, class mult_T, class add_T>
+inline long long tessera_multiply_shift(const code_T &code, const mult_T &mult, const add_T &add, unsigned shift,
+                                        long long qmin, long long qmax) {
+    #pragma HLS INLINE
+    prod_T p = code * mult + add;
+    p = p >> shift;
+    if (p < prod_T(qmin))
+        p = qmin;
+    if (p > prod_T(qmax))
+        p = qmax;
+    return p.to_int64();
+}
+
 } // namespace nnet
 
 #endif

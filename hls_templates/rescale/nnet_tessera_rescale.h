@@ -43,13 +43,8 @@ inline long long tessera_rescale_one(const data_T &x, unsigned c, const typename
     typename CONFIG_T::prod_t code = tessera_code_of(x);
     long long y;
     if (CONFIG_T::form == TESSERA_RESCALE_MULTIPLY_SHIFT) {
-        typename CONFIG_T::prod_t p = code * mult[c] + add[c];
-        p = p >> CONFIG_T::shift; // arithmetic: floor
-        if (p < typename CONFIG_T::prod_t(CONFIG_T::qmin))
-            p = CONFIG_T::qmin;
-        if (p > typename CONFIG_T::prod_t(CONFIG_T::qmax))
-            p = CONFIG_T::qmax;
-        y = p.to_int64();
+        y = tessera_multiply_shift<typename CONFIG_T::prod_t>(code, mult[c], add[c], CONFIG_T::shift, CONFIG_T::qmin,
+                                                             CONFIG_T::qmax);
     } else {
         typename CONFIG_T::prod_t u = mult[c] < 0 ? typename CONFIG_T::prod_t(-code) : code;
         long long count = 0;
