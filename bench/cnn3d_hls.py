@@ -79,8 +79,8 @@ def write_outputs(results: list[dict], out: Path) -> None:
              "Synthesizable in principle: the io_stream rows whose *HLS checks* pass (`tessera check`: the synthesis "
              "branch compiles, the lint is clean, the FIFOs at their declared depths do not deadlock; docs/hls-checks.md). "
              "C-simulation only: io_parallel at 32^3, which keeps every feature map in registers; `tessera compile` "
-             "refuses it now (the design-size guard): untrained exports at these widths need 10.3 (CosmoFlow), 21.4 "
-             "(CosmoFlow-MLPerf) and 94.6 (U-Net) million register bits, against 2.76 million for the U250 at 80 %. "
+             "refuses it now (the design-size guard: its completely partitioned feature maps exceed 80 % of the U250's "
+             "flip-flops; the message gives the bits). "
              "Rows measured before the guard (and before the checks: '-') keep their numbers; a rerun records the refusal.",
              "",
              f"| model | io | ops | {COMMON_HEADER} | user QONNX agrees | MACs | weight bits | max acc bits |",

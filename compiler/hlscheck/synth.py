@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...hls_templates import render
+from ..errors import ProjectError
 from ..sim.build import BASE_FLAGS, require_gxx
 from ..writer import read_manifest
 
@@ -70,7 +71,7 @@ def synthesis_view(prj: str | Path) -> str:
     res = _gxx(Path(prj), "-E")
     if res.returncode != 0:
         err = [ln for ln in res.stderr.splitlines() if "error" in ln] or res.stderr.splitlines()[:1]
-        raise RuntimeError(f"preprocessing the synthesis view failed: {err[0] if err else res.returncode}")
+        raise ProjectError(f"preprocessing the synthesis view of {prj} failed: {err[0] if err else res.returncode}")
     return res.stdout
 
 
