@@ -80,26 +80,39 @@ def sum_type(x: TensorType, count: int, shape: tuple[int, ...] = (1,)) -> Tensor
     return TensorType(shape, FixedType(width, x.ftype.frac, True), lo, hi)
 
 
-def division(attrs: Attrs, x: TensorType) -> dict[int, MultiplyShift] | None:
-    """Per divisor ``n`` of the pool: the multiply-shift (one shift for all) proven equal to
-    ``clamp(R((S << up) / (n << down)))`` for every window sum ``S`` of at most ``k`` codes
-    of ``x`` (padding adds zeros); None when some divisor has none within 64 bits, or its
-    constants need more than 53 bits."""
-    up, down = divisor_shifts(attrs.out, x)
-    k = int(np.prod(attrs.kernel))
-    lo, hi = min(k * x.lo, 0), max(k * x.hi, 0)
+def proven_divisions(q: QuantAttrs, x: TensorType, lo: int, hi: int, counts) -> dict[int, MultiplyShift] | None:
+    """Per divisor ``n`` in ``counts``: the multiply-shift (one shift for all) proven equal to
+    ``clamp(R((S << up) / (n << down)))`` for every sum ``S`` in ``[lo, hi]`` of codes of ``x``
+    requantized by ``q``; None when some divisor has none within 64 bits, or its constants need
+    more than 53 bits (the weight files carry them as float64)."""
+    up, down = divisor_shifts(q, x)
     found = {}
-    for n in sorted({int(v) for v in divisors(attrs, x.shape[1:]).ravel()}):
-        step = Step(Fraction(1 << up, n << down), Fraction(0), attrs.out.rounding, attrs.out.qmin, attrs.out.qmax)
-        ms = multiply_shift(step, lo, hi)
+    for n in sorted({int(v) for v in counts}):
+        ms = multiply_shift(Step(Fraction(1 << up, n << down), Fraction(0), q.rounding, q.qmin, q.qmax), lo, hi)
         if ms is None:
             return None
         found[n] = ms
     shift = max(m.shift for m in found.values())
     table = {n: MultiplyShift(m.mult << (shift - m.shift), m.add << (shift - m.shift), shift) for n, m in found.items()}
     if any(abs(v) >= 2**53 for m in table.values() for v in (m.mult, m.add)):
-        return None  # the weight files carry the constants as float64
+        return None
     return table
+
+
+def describe(table: dict[int, MultiplyShift] | None) -> str:
+    """The division's form, for ``inspect``."""
+    if table is None:
+        return "integer division (no multiply-shift within 64 bits)"
+    ms = list(table.values())
+    return (f"multiply-shift: {len(ms)} divisor{'s' if len(ms) > 1 else ''}, shift {ms[0].shift}, "
+            f"{max(abs(m.mult) for m in ms).bit_length() + 1}-bit multipliers")
+
+
+def division(attrs: Attrs, x: TensorType) -> dict[int, MultiplyShift] | None:
+    """:func:`proven_divisions` for every divisor of the pool, on every window sum of at most
+    ``k`` codes of ``x`` (padding adds zeros)."""
+    k = int(np.prod(attrs.kernel))
+    return proven_divisions(attrs.out, x, min(k * x.lo, 0), max(k * x.hi, 0), divisors(attrs, x.shape[1:]).ravel())
 
 
 class AvgPool(OpDef[Attrs]):
@@ -200,12 +213,7 @@ class AvgPool(OpDef[Attrs]):
                       layout=Layout.CHANNELS)
 
     def form(self, attrs: Attrs, ins, out) -> str:
-        table = division(attrs, ins[0])
-        if table is None:
-            return "integer division (no multiply-shift within 64 bits)"
-        ms = list(table.values())
-        return (f"multiply-shift: {len(ms)} divisor{'s' if len(ms) > 1 else ''}, shift {ms[0].shift}, "
-                f"{max(abs(m.mult) for m in ms).bit_length() + 1}-bit multipliers")
+        return describe(division(attrs, ins[0]))
 
     def cost(self, attrs: Attrs, ins, out, io):
         return pool_work(attrs.kernel, attrs.pads, ins[0], out, io,

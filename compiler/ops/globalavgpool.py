@@ -7,8 +7,10 @@ average is not a fixed-point number (``n`` need not be a power of two), so the c
 the pool with the ``Quant`` that follows it and rounds the exact rational ``S_c / n`` once
 (:func:`.rounding.div_round`).  Output ``(C, 1, 1[, 1])``, as ONNX keeps the spatial axes.
 The onnxruntime reference sums in int64 (``ReduceSum``) and divides exactly in float64; the
-HLS kernel (``hls_templates/globalavgpool``) sums each channel exactly and performs the same
-integer division (``tessera_div_round_to``).  It mixes every position, so the partitioner
+HLS kernel (``hls_templates/globalavgpool``) sums each channel exactly, then applies the
+multiply-shift proven equal to the exact rounding for every sum the input type allows
+(:func:`division`, the average pool's :func:`.avgpool.proven_divisions`); only where none
+fits 64 bits does it perform the integer division (``tessera_div_round_to``), still exact.  It mixes every position, so the partitioner
 ends a spatial segment before it.
 """
 
@@ -20,7 +22,8 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from .avgpool import divisor_shifts, sum_type
+from .affine import MultiplyShift
+from .avgpool import describe, divisor_shifts, proven_divisions, sum_type
 from .base import Layout, OpDef, check_width
 from .extension import Extension, out_shape_attr
 from .quant import Attrs as QuantAttrs
@@ -37,16 +40,26 @@ def _sum_type(x: TensorType) -> TensorType:
     return sum_type(x, prod(x.shape[1:]), (x.shape[0],))
 
 
+def division(attrs: Attrs, x: TensorType) -> MultiplyShift | None:
+    """The proven multiply-shift of the channel average (every sum of ``x``'s codes over all
+    positions), or None where the kernel divides."""
+    n, s = prod(x.shape[1:]), _sum_type(x)
+    table = proven_divisions(attrs.out, x, s.lo, s.hi, [n])
+    return None if table is None else table[n]
+
+
 class GlobalAvgPool(OpDef[Attrs]):
     name = "globalavgpool"
     extensions = (Extension(
         "TesseraGlobalAvgPool", "Global average pooling fused with its Quant: exact channel sums, one exact rounding.",
         "globalavgpool", "nnet_tessera_globalavgpool.h",
-        config_keys=("n_pixels", "n_filt", "num_shift", "den_shift", "qmin", "qmax", "sum_bits", "out_bits", "rounding"),
+        config_keys=("n_pixels", "n_filt", "num_shift", "den_shift", "qmin", "qmax", "sum_bits", "out_bits", "mult", "add",
+                     "shift", "form_code", "rounding"),
         output_shape=out_shape_attr,
-        attributes=("n_pixels", "n_filt", "num_shift", "den_shift", "qmin", "qmax", "sum_bits", "out_bits"),
-        texts=("rounding",), types=("accum",),
-        config_types=lambda layer: {"accum_t": layer.get_attr("accum_t").name}),)
+        attributes=("n_pixels", "n_filt", "num_shift", "den_shift", "qmin", "qmax", "sum_bits", "out_bits", "mult", "add",
+                    "shift", "form_code"),
+        texts=("rounding",), types=("accum", "prod", "mult", "add"),
+        config_types=lambda layer: {f"{t}_t": layer.get_attr(f"{t}_t").name for t in ("accum", "prod", "mult", "add")}),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -90,15 +103,27 @@ class GlobalAvgPool(OpDef[Attrs]):
         if attrs.out.narrow and not attrs.out.out.signed:
             raise UnsupportedModelError(f"node '{node.name}': unsigned narrow-range Quant is not supported")
         up, down = divisor_shifts(attrs.out, x)
+        s = _sum_type(x)
+        ms = division(attrs, x) or MultiplyShift(0, 0, 0)
+        width = lambda v: abs(v).bit_length() + 1  # noqa: E731
+        prod_bits = max(ms.product_bits(s.lo, s.hi), s.ftype.width + 2)
         layer = {"class_name": "TesseraGlobalAvgPool", "n_pixels": prod(x.shape[1:]), "n_filt": x.shape[0],
                  "num_shift": up, "den_shift": down, "rounding": attrs.out.rounding.cpp, "qmin": attrs.out.qmin,
-                 "qmax": attrs.out.qmax, "sum_bits": _sum_type(x).ftype.width, "out_bits": attrs.out.out.width,
+                 "qmax": attrs.out.qmax, "sum_bits": s.ftype.width, "out_bits": attrs.out.out.width,
+                 "mult": ms.mult, "add": ms.add, "shift": ms.shift,
+                 "form_code": 1 if division(attrs, x) is None else 0,  # nnet::TESSERA_AVG_* (multiply-shift, division)
                  "out_shape": [*out.shape[1:], out.shape[0]]}  # channels-last (1, 1[, 1], C)
-        hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": _sum_type(x).ftype.hls()}, layout=Layout.CHANNELS)
+        hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": s.ftype.hls(), "prod": f"fixed<{prod_bits},{prod_bits}>",
+                                    "mult": f"fixed<{width(ms.mult)},{width(ms.mult)}>",
+                                    "add": f"fixed<{width(ms.add)},{width(ms.add)}>"}, layout=Layout.CHANNELS)
+
+    def form(self, attrs: Attrs, ins, out) -> str:
+        ms = division(attrs, ins[0])
+        return describe(None if ms is None else {prod(ins[0].shape[1:]): ms})
 
     def cost(self, attrs: Attrs, ins, out, io):
         """One input pixel per iteration in both io types: C adders (and, at the end, one
-        exact division per channel)."""
+        multiply-shift per channel)."""
         x = ins[0]
         return Work(macs=0, steps=prod(x.shape[1:]), lanes=x.shape[0], lut_per_lane=_sum_type(x).ftype.width,
                     ff_per_lane=_sum_type(x).ftype.width, out_bits=out.size * bits(out))

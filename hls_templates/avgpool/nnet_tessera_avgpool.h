@@ -39,8 +39,6 @@ struct tessera_avgpool3d_config {
     typedef ap_int<2> add_t;
 };
 
-enum { TESSERA_AVG_MULTIPLY_SHIFT = 0, TESSERA_AVG_DIVISION = 1 };
-
 // Round the exact window sum (raw bits of accum_t) divided by count, clip, and set the raw bits of out.
 template <class out_T, typename CONFIG_T>
 inline void tessera_avgpool_finish(const typename CONFIG_T::accum_t &sum, long long count, out_T &out,

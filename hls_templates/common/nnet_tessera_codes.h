@@ -102,6 +102,10 @@ inline void tessera_div_round_to(const accum_T &sum, long long count, int num_sh
     out.range(OUT_BITS - 1, 0) = ap_int<OUT_BITS>(y).range();
 }
 
+// How an average divides its exact sum (the compiler's choice, per layer): by the proven
+// multiply-shift below, or by the exact integer division of nnet_tessera_rounding.h.
+enum { TESSERA_AVG_MULTIPLY_SHIFT = 0, TESSERA_AVG_DIVISION = 1 };
+
 // The requantization primitive's multiply-shift (tessera/compiler/ops/affine.py, proven by
 // the compiler for every reachable code): clamp((mult * code + add) >> shift, qmin, qmax),
 // computed in prod_T, which holds mult * code + add exactly; the shift is arithmetic (floor).

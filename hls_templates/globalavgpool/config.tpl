@@ -8,5 +8,12 @@ struct config${index} : nnet::tessera_globalavgpool_config {
     static const long long qmax = ${qmax};
     static const unsigned sum_bits = ${sum_bits};
     static const unsigned out_bits = ${out_bits};
+    static const long long mult = ${mult};
+    static const long long add = ${add};
+    static const unsigned shift = ${shift};
+    static const int form = ${form_code};
     typedef ${accum_t} accum_t;
+    typedef ${prod_t} prod_t;
+    typedef ${mult_t} mult_t;
+    typedef ${add_t} add_t;
 };

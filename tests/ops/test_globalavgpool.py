@@ -1,7 +1,8 @@
 """GlobalAveragePool + Quant (compiler/ops/globalavgpool.py): the integer semantics equal the
 exact onnxruntime reference over the whole input range; a user's QONNX file computes what
-the ONNX and QONNX specifications say, on exact rationals; the g++ C-simulation equals the
-reference."""
+the ONNX and QONNX specifications say, on exact rationals; the kernel's multiply-shift equals
+the exact rounding on every reachable channel sum (brute force); the g++ C-simulation equals
+the reference, in both of the kernel's forms (multiply-shift and division)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 from tessera.compiler import api
 from tessera.compiler.errors import UnsupportedModelError
 from tessera.compiler.ir.types import FixedType
-from tessera.compiler.ops import globalavgpool, quant
+from tessera.compiler.ops import avgpool, globalavgpool, quant
+from tessera.compiler.ops.rounding import div_round
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
@@ -38,6 +40,42 @@ def test_globalavgpool_exact(make_graph, make_type, rounding, shape, bits, signe
     assert out.lo <= want.min() and want.max() <= out.hi
     # the all-maximum sample averages to the maximum: the inferred range is reached
     assert want[1].max() == out.hi
+
+
+@pytest.mark.parametrize("rounding", ["ROUND", "FLOOR", "CEIL", "UP", "HALF_UP", "HALF_DOWN"])
+@pytest.mark.parametrize("shape,bits,signed,in_frac,out_frac", [((3, 7, 7), 8, True, 4, 6), ((2, 3, 5, 3), 6, False, 6, 6),
+                                                                 ((4, 9, 9), 4, True, 2, 2), ((2, 3, 3, 3), 8, True, 7, 7)])
+def test_multiply_shift_equals_the_exact_average_on_every_sum(make_type, rounding, shape, bits, signed, in_frac, out_frac):
+    """Every channel sum the input type allows (not samples): clamp((mult*S + add) >> shift)
+    == clip(R(S * 2**(fy - fx) / n)), checked against rounding.div_round (odd divisors: no
+    ties, so every mode but signed UP has a floor-affine form)."""
+    x = make_type(bits, in_frac, signed, shape)
+    q = quant.Attrs(FixedType(8, out_frac, True), False, rounding)
+    ms = globalavgpool.division(globalavgpool.Attrs(q), x)
+    if rounding == "UP" and signed:  # away from zero on signed sums: no single floor((mS + a) >> s)
+        assert ms is None
+        assert globalavgpool.OP.form(globalavgpool.Attrs(q), [x], None).startswith("integer division")
+        return
+    assert ms is not None
+    n = math.prod(shape[1:])
+    up, down = avgpool.divisor_shifts(q, x)
+    sums = np.arange(n * x.lo, n * x.hi + 1, dtype=np.int64)
+    want = np.clip(div_round(sums << np.int64(up), np.int64(n << down), q.rounding), q.qmin, q.qmax)
+    got = np.clip((sums.astype(object) * ms.mult + ms.add) >> ms.shift, q.qmin, q.qmax).astype(np.int64)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, (int(sums[bad[0]]), int(got[bad[0]]), int(want[bad[0]]))
+    assert globalavgpool.OP.form(globalavgpool.Attrs(q), [x], None).startswith("multiply-shift: 1 divisor")
+
+
+def test_ties_to_even_with_an_even_divisor_divides(make_type):
+    """ROUND's ties alternate up and down (steps of n - 1 and n + 1 sums): no single
+    multiply-shift, so the kernel keeps the exact division, and inspect says so."""
+    x = make_type(8, 4, True, (2, 4, 4))
+    attrs = globalavgpool.Attrs(quant.Attrs(FixedType(8, 4, True), False, "ROUND"))
+    assert globalavgpool.division(attrs, x) is None
+    assert globalavgpool.OP.form(attrs, [x], None).startswith("integer division")
+    floor = globalavgpool.Attrs(quant.Attrs(FixedType(8, 4, True), False, "FLOOR"))
+    assert globalavgpool.division(floor, x) is not None
 
 
 def _qonnx_gap(path, shape, s_in, s_out, rounding):
@@ -98,9 +136,14 @@ def test_refused_without_its_quant(tmp_path):
 
 @pytest.mark.csim
 @pytest.mark.parametrize("io", ["io_parallel", "io_stream"])
-def test_globalavgpool_csim(tmp_path, io):
-    """The g++ C-simulation of the kernel == the exact reference on every output."""
-    path = _qonnx_gap(tmp_path / "gap.onnx", (4, 3, 5), 2.0**-4, 2.0**-6, "ROUND")
+@pytest.mark.parametrize("rounding,form", [("ROUND", "multiply-shift"), ("UP", "integer division")])
+def test_globalavgpool_csim(tmp_path, io, rounding, form):
+    """The g++ C-simulation of the kernel == the exact reference on every output, in the form
+    the compiler chose (UP rounds signed averages away from zero: the kernel divides)."""
+    path = _qonnx_gap(tmp_path / "gap.onnx", (4, 3, 5), 2.0**-4, 2.0**-6, rounding)
+    g = api.load_model(path)
+    (node,) = g.nodes
+    assert globalavgpool.OP.form(node.attrs, [g.values[g.input]], None).startswith(form)
     prj = api.compile_model(path, tmp_path / "prj", io_type=io).project
     rep = api.verify_project(path, prj, samples=300, user_samples=0)
     assert rep.mismatches == 0 and rep.outputs == 300 * 4 and rep.testbench.startswith("passed"), rep.to_dict()
