@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -82,18 +83,28 @@ def windows(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...]) ->
     return win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
 
 
-def conv_config_types(layer) -> dict:
-    """The type names the 3D (transposed) convolution config templates take, and the
-    kernel's multiplier limit (its ALLOCATION pragma; the estimator's count, ops/work.py)."""
+def conv_products(layer) -> tuple[int, int]:
+    """(products of one pipelined output position, of them by zero weights) of the 3D
+    convolution kernel: every tap of every channel and filter (its cost facet's count)."""
     weights = layer.get_weights("weight")
     mults = int(np.prod([layer.get_attr(f"filt_{d}") for d in DIMS])) * layer.get_attr("n_chan") * layer.get_attr("n_filt")
-    zeros = int(np.count_nonzero(np.asarray(weights.data) == 0))
-    return {"accum_t": layer.get_attr("accum_t").name, "weight_t": weights.type.name,
-            "bias_t": layer.get_weights("bias").type.name, "n_zeros": zeros,
-            "multiplier_limit": multiplier_limit(mults, zeros, layer.get_attr("reuse_factor", 1))}
+    return mults, int(np.count_nonzero(np.asarray(weights.data) == 0))
 
 
-def conv3d_extension(layer: str, doc: str, folder: str, header: str) -> Extension:
+def conv_config_types(products: Callable[[Any], tuple[int, int]]) -> Callable[[Any], dict]:
+    """The type names the 3D (transposed) convolution config templates take, and the
+    kernel's multiplier limit (its ALLOCATION pragma; the estimator's count, ops/work.py)
+    from ``products`` (the kernel's products per pipelined iteration and its zero ones)."""
+    def types(layer) -> dict:
+        mults, zeros = products(layer)
+        return {"accum_t": layer.get_attr("accum_t").name, "weight_t": layer.get_weights("weight").type.name,
+                "bias_t": layer.get_weights("bias").type.name, "n_zeros": zeros,
+                "multiplier_limit": multiplier_limit(mults, zeros, layer.get_attr("reuse_factor", 1))}
+    return types
+
+
+def conv3d_extension(layer: str, doc: str, folder: str, header: str,
+                     products: Callable[[Any], tuple[int, int]] = conv_products) -> Extension:
     """The extension layer of a 3D (transposed) convolution, channels-last; attributes
     mirror hls4ml's Conv2D plus depth."""
     sizes = tuple(f"{p}_{d}" for p in ("in", "out", "filt", "stride") for d in DIMS)
@@ -103,7 +114,7 @@ def conv3d_extension(layer: str, doc: str, folder: str, header: str) -> Extensio
         output_shape=attr_shape(*(f"out_{d}" for d in DIMS), last="n_filt"),
         attributes=sizes + ("n_chan", "n_filt", "pad_front", "pad_back", "pad_top", "pad_bottom", "pad_left", "pad_right"),
         weights=(Weight("weight", "w{index}", "w"), Weight("bias", "b{index}", "b")),
-        types=("accum",), config_types=conv_config_types)
+        types=("accum",), config_types=conv_config_types(products))
 
 
 class Conv(LinearOp[Attrs]):

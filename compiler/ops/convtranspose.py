@@ -23,6 +23,7 @@ from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
 from .base import Layout, Trait, check_width, interval_dot
 from .conv import conv3d_extension
+from .extension import DIMS
 from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx, linear_acc_frac,
                      linear_acc_range)
 from .spans import transposed_input
@@ -61,11 +62,25 @@ def phase_weights(attrs: Attrs):
         yield np.moveaxis(sub, 1, 0).reshape(attrs.weight.shape[1], -1)
 
 
+def gather_taps(kernel, strides) -> int:
+    """Taps one output position gathers per channel and filter: ceil(k / s) per axis (the
+    stride phase of the output fixes which; hls_templates/convtranspose3d)."""
+    return prod([math.ceil(k / s) for k, s in zip(kernel, strides)])
+
+
+def tconv_products(layer) -> tuple[int, int]:
+    """The kernel's products per pipelined output position (no zero-weight discount: which
+    weights a position reads depends on its stride phase)."""
+    kernel = [layer.get_attr(f"filt_{d}") for d in DIMS]
+    strides = [layer.get_attr(f"stride_{d}") for d in DIMS]
+    return gather_taps(kernel, strides) * layer.get_attr("n_chan") * layer.get_attr("n_filt"), 0
+
+
 class ConvTranspose(LinearOp[Attrs]):
     name = "convtranspose"
     traits = LinearOp.traits | {Trait.SCATTER}
     extensions = (conv3d_extension("TesseraConvTranspose3D", "3D transposed convolution, channels-last.",
-                                   "convtranspose3d", "nnet_tessera_convtranspose3d.h"),)
+                                   "convtranspose3d", "nnet_tessera_convtranspose3d.h", products=tconv_products),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -138,7 +153,7 @@ class ConvTranspose(LinearOp[Attrs]):
         c, f = attrs.weight.shape[:2]
         k = attrs.weight.shape[2:]
         per_dim = [math.ceil(ki / si) for ki, si in zip(k, attrs.strides)]
-        taps = c * prod(per_dim)
+        taps = c * gather_taps(k, attrs.strides)
         stream = io == "io_stream"
         ring = per_dim[0] * prod(x.shape[2:]) * c * bits(x)
         return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),

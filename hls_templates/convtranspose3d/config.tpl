@@ -17,6 +17,7 @@ struct config${index} : nnet::tessera_convtranspose3d_config {
     static const unsigned pad_top = ${pad_top};
     static const unsigned pad_left = ${pad_left};
     static const unsigned reuse_factor = ${reuse};
+    static const unsigned multiplier_limit = ${multiplier_limit};
     typedef ${accum_t} accum_t;
     typedef ${weight_t} weight_t;
     typedef ${bias_t} bias_t;

@@ -1,6 +1,7 @@
 """The estimator counts the multipliers the kernels' ALLOCATION pragmas allow: g++ reads
 ``multiplier_limit`` out of the generated parameters.h (hls4ml's dense and 2D convolution,
-Tessera's 3D convolution), and reuse R divides it by R."""
+Tessera's 3D convolution and 3D transposed convolution, whose stride phase gathers
+ceil(k / s) taps per axis), and reuse R divides it by R."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from tessera.compiler.estimate import estimate, get_part
 from tessera.compiler.ir.types import FixedType
 from tessera.compiler.lower.hls4ml_lower import HlsOptions
-from tessera.compiler.ops import conv, dense, relu
+from tessera.compiler.ops import conv, convtranspose, dense, relu
 from tessera.compiler.ops.work import multiplier_limit
 from tessera.compiler.writer import write_project
 
@@ -49,6 +50,9 @@ CASES = {
                                                           (1, 1), (0, 0, 0, 0)))),
     "conv3d": lambda rng: ((2, 4, 4, 4), ("conv", conv.Attrs(nonzero(rng, (4, 2, 2, 2, 2)), FixedType(4, 3, True), None,
                                                              None, (1, 1, 1), (0,) * 6))),
+    # k 3 stride 2: 2 taps per axis of 3, 2^3 x 2 channels x 3 filters = 48 products a position
+    "convtranspose3d": lambda rng: ((2, 3, 3, 3), ("convtranspose", convtranspose.Attrs(
+        nonzero(rng, (2, 3, 3, 3, 3)), FixedType(4, 3, True), None, None, (2, 2, 2), (1,) * 6))),
 }
 
 
@@ -73,10 +77,15 @@ def test_zero_weights_need_no_multiplier():
     assert multiplier_limit(64, 0, 4) == 16 and multiplier_limit(64, 8, 4) == 14 and multiplier_limit(65, 0, 4) == 17
 
 
-def test_conv3d_kernel_allocates_the_limit():
+@pytest.mark.parametrize("folder,header", [("conv3d", "nnet_tessera_conv3d.h"),
+                                           ("convtranspose3d", "nnet_tessera_convtranspose3d.h")])
+def test_3d_kernels_allocate_the_limit(folder, header):
+    """Both io types of each kernel cap their multipliers and reshape their weights to it."""
     import tessera.hls_templates as templates
 
-    text = (Path(templates.__file__).parent / "conv3d" / "nnet_tessera_conv3d.h").read_text()
+    text = (Path(templates.__file__).parent / folder / header).read_text()
     assert text.count("#pragma HLS ALLOCATION operation instances = mul limit = CONFIG_T::multiplier_limit") == 2
     assert text.count("#pragma HLS ARRAY_RESHAPE variable = weights block factor = CONFIG_T::multiplier_limit") == 2
-    assert "struct tessera_conv3d_window" in text and "const typename CONFIG_T::weight_t *weights;" not in text
+    assert "const typename CONFIG_T::weight_t *weights;" not in text  # no struct of weight pointers
+    if folder == "conv3d":
+        assert "struct tessera_conv3d_window" in text  # the window's weights are arguments of its apply
