@@ -62,7 +62,7 @@ ALLOC = re.compile(r"\bnew\s+[A-Za-z_(]|\bdelete\s*(\[\s*\])?\s*[A-Za-z_(]|\b(ma
 CONTAINER = re.compile(r"\bstd\s*::\s*(vector|map|multimap|unordered_map|unordered_set|set|multiset|list|deque|"
                        r"basic_string|string|queue|priority_queue|stack|function|shared_ptr|unique_ptr)\b")
 PTR_PTR = re.compile(r"\b[A-Za-z_][\w:]*\s*(<[^;{}()]*>)?\s*\*\s*(const\s*)?\*\s*[A-Za-z_]\w*\s*[,;)=\[]")
-NULL_PTR = re.compile(r"\(\s*(const\s+)?[A-Za-z_][\w:<>]*\s*\*\s*\)\s*0\b|\bnullptr\b|\bNULL\b")
+NULL_PTR = re.compile(r"\(\s*(const\s+)?(typename\s+)?[A-Za-z_][\w:<>]*\s*\*\s*\)\s*0\b|\bnullptr\b|\bNULL\b")
 FUNC_DEF = re.compile(r"(?<![\w.>:~])([A-Za-z_]\w*)\s*\(")
 CALL = re.compile(r"(?<![\w.~])([A-Za-z_]\w*)\s*(<[^;{}()]*>)?\s*\(")
 LOOP = re.compile(r"\b(for|while)\s*\(|\bdo\s*\{")

@@ -11,6 +11,7 @@ on their codebook (binary: 1 bit).
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from .base import Layout
 from .extension import Extension, Weight, out_shape_attr, weight_types
 from .quant import Attrs as QuantAttrs
 from .rounding import Rounding
-from .work import Work, bits, linear_work
+from .work import Work, bits, linear_work, multiplier_limit
 
 
 def cint(t: FixedType) -> str:
@@ -79,15 +80,28 @@ def requant_fields(A: cp.IntervalArith, name: str, q: QuantAttrs, key: str, thr:
 
 
 def gate_tables(gates, carry: bool = False) -> tuple[np.ndarray, list[int]]:
-    """All gate tables concatenated, and each gate's offset (``carry``: output codes over
+    """All gate tables, each padded to the longest (its last entry repeated, never read) so
+    that a block partition by the gate count gives every gate its own memory (one lookup per
+    gate per pipelined iteration), and each gate's offset (``carry``: output codes over
     accumulator codes of any scale, else payloads over power-of-two codes)."""
-    tables, offsets, pos = [], [], 0
-    for g in gates:
-        t = g.act.codes(g.acc, g.acc_mult) if carry else g.act.table(g.acc)
-        tables.append(t)
-        offsets.append(pos)
-        pos += t.size
-    return np.concatenate(tables), offsets
+    tables = [g.act.codes(g.acc, g.acc_mult) if carry else g.act.table(g.acc) for g in gates]
+    size = max(t.size for t in tables)
+    return (np.concatenate([np.pad(t, (0, size - t.size), mode="edge") for t in tables]),
+            [k * size for k in range(len(tables))])
+
+
+def unit_major(rows: list[np.ndarray]) -> np.ndarray:
+    """Per-gate arrays (each a row per hidden unit, e.g. (H, I) weights or (H,) biases)
+    interleaved unit by unit, flat: row ``j * gates + g`` is gate ``g``'s row ``j``.  The
+    kernels read one unit's rows of every gate per pipelined iteration, so they lie in one
+    contiguous block, one word of the reshaped array (hls_templates/rnn)."""
+    return np.stack([np.asarray(r) for r in rows], axis=1).reshape(-1)
+
+
+def cell_limit(products_attr: str) -> Callable[[Any], int]:
+    """The ``ALLOCATION`` limit of a cell's weight products (the layer attribute
+    ``products_attr``) at the layer's reuse factor: ``ceil(products / R)`` (ops/work.py)."""
+    return lambda layer: multiplier_limit(layer.get_attr(products_attr), 0, layer.get_attr("reuse_factor", 1))
 
 
 def bias_codes(codes, frac: int | None, n: int, acc_frac: int) -> tuple[np.ndarray, int]:
@@ -120,20 +134,24 @@ def sequence_extension(layer: str, prefix: str, weights: tuple[str, ...], flags:
     """A recurrent cell over a whole (steps, features) sequence; ``body`` holds the rendered
     per-cell types and constants."""
     ints = ("n_steps", "n_in", "n_hidden", "n_out")
+    types, limit = weight_types(weights), cell_limit("weight_products")
     return Extension(
         layer, "A quantized recurrent cell over a whole sequence, on integer codes.", "rnn", "nnet_tessera_rnn.h",
         config_keys=ints + ("reverse", "return_sequences", *flags, "wkind", "body"), output_shape=out_shape_attr,
-        attributes=ints, flags=("reverse", "return_sequences", *flags), texts=("wkind", "body"),
+        attributes=ints + ("weight_products",), flags=("reverse", "return_sequences", *flags), texts=("wkind", "body"),
         weights=tuple(Weight(w, f"{w}{{index}}", w) for w in weights), prefix=prefix,
-        config_types=weight_types(weights))
+        config_types=lambda layer: {**types(layer), "multiplier_limit": limit(layer)})
 
 
 def frames_extension(layer: str, prefix: str, weights: tuple[str, ...], doc: str) -> Extension:
     """A ConvLSTM over a frame sequence (channels-last frames); ``body`` holds its cells."""
     ints = ("n_steps", "n_in", "n_hidden", "height", "width", "kernel", "steps_out")
+    types, enc, fc = weight_types(weights), cell_limit("enc_products"), cell_limit("fc_products")
     return Extension(layer, doc, "rnn", "nnet_tessera_convlstm.h", config_keys=ints + ("body",), output_shape=out_shape_attr,
-                     attributes=ints, texts=("body",), weights=tuple(Weight(w, f"{w}{{index}}", w) for w in weights),
-                     prefix=prefix, config_types=weight_types(weights))
+                     attributes=ints + ("enc_products", "fc_products"), texts=("body",),
+                     weights=tuple(Weight(w, f"{w}{{index}}", w) for w in weights), prefix=prefix,
+                     config_types=lambda layer: {**types(layer), "enc_multiplier_limit": enc(layer),
+                                                 "fc_multiplier_limit": fc(layer)})
 
 
 def recurrent_work(op: cp.CellOp, attrs, ins, out, *, states: int, mults: int, taps: int, steps: int,
@@ -181,4 +199,4 @@ def check_dense_cell(what: str, attrs, x: TensorType, node: str) -> None:
 
 __all__ = ["add_weights_layer", "bias_codes", "check_biases", "check_dense_cell", "check_table_inputs", "cint",
            "codebook", "frames_extension", "gate_tables", "int_precision", "quant_fields", "recurrent_work",
-           "requant_fields", "require_zero_states", "sequence_extension", "shift", "typedefs"]
+           "requant_fields", "require_zero_states", "sequence_extension", "shift", "typedefs", "unit_major"]

@@ -25,7 +25,8 @@ from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
 from . import cellprog as cp
 from .base import Layout
-from .cellhls import check_biases, check_table_inputs, cint, codebook, frames_extension, int_precision, recurrent_work
+from .cellhls import (check_biases, check_table_inputs, cint, codebook, frames_extension, int_precision, recurrent_work,
+                      unit_major)
 from .lstm import GATES, Gate, gate_acc, gated_state, lstm_body
 from .quant import Attrs as QuantAttrs
 
@@ -190,8 +191,8 @@ class ConvLstm(cp.CellOp[Attrs]):
             body, bias, table, ctable = lstm_body(A, f"{name}_", gates, cell.cell, cell.cell_act, cell.out, False,
                                                   has_input, carry=True, cell_mult=cell.cell_mult)
             if has_input:
-                arrays[f"{name}_wx"], precisions[f"{name}_wx"] = np.concatenate(stored[:4]), wprec
-            arrays[f"{name}_wh"], precisions[f"{name}_wh"] = np.concatenate(stored[-4:]), wprec
+                arrays[f"{name}_wx"], precisions[f"{name}_wx"] = unit_major(stored[:4]), wprec
+            arrays[f"{name}_wh"], precisions[f"{name}_wh"] = unit_major(stored[-4:]), wprec
             for key, v in (("b", bias), ("gate_table", table), ("cell_table", ctable)):
                 arrays[f"{name}_{key}"], precisions[f"{name}_{key}"] = v, int_precision(int(v.min()), int(v.max()))
             blocks.append(render("rnn/convlstm_cell.tpl", name=name, has_input=str(has_input).lower(), wkind=kind.cpp,
@@ -203,7 +204,7 @@ class ConvLstm(cp.CellOp[Attrs]):
         t, c, hh, ww = x.shape
         layer = {"class_name": self.extensions[1 if a.forecaster else 0].layer,
                  "n_steps": t, "n_in": c, "n_hidden": a.encoder.hidden, "height": hh, "width": ww,
-                 "kernel": a.encoder.kernel, "steps_out": a.steps_out,
+                 "kernel": a.encoder.kernel, "steps_out": a.steps_out, **self.weight_products(a, x),
                  "out_shape": [out.shape[0], hh, ww, out.shape[1]],
                  "body": f"    typedef {cint(x.ftype)} x_t;\n" + "\n".join(f"    static const int {k} = {v};" for k, v in hand.items())
                  + "\n" + "\n".join(blocks)}
@@ -222,13 +223,18 @@ class ConvLstm(cp.CellOp[Attrs]):
             total += a.steps_out * 4 * enc.hidden * hh * ww * a.forecaster.kernel ** 2 * enc.hidden
         return int(total)
 
+    def weight_products(self, a: Attrs, x: TensorType) -> dict[str, int]:
+        """Weight products of one pipelined iteration (one unit at one pixel, all four gates)
+        of the encoder and of the forecaster (0 without one): every tap of every channel."""
+        fc = 4 * a.encoder.hidden * a.forecaster.kernel ** 2 if a.forecaster is not None else 0
+        return {"enc_products": 4 * (x.shape[1] + a.encoder.hidden) * a.encoder.kernel ** 2, "fc_products": fc}
+
     def cost(self, a: Attrs, ins, out, io):
         t, c, hh, ww = ins[0].shape
         enc, pix = a.encoder, hh * ww
-        mults = 4 * (c + enc.hidden) * enc.kernel ** 2
+        mults = sum(self.weight_products(a, ins[0]).values())
         steps = t * enc.hidden * pix
         if a.forecaster is not None:
-            mults += 4 * enc.hidden * a.forecaster.kernel ** 2
             steps += a.steps_out * enc.hidden * pix
         mults += len(self.analyze(a, ins[0]).forms)  # float-scale requantizations: one multiplier each
         return recurrent_work(self, a, ins, out, states=3, mults=mults, taps=(c + enc.hidden) * enc.kernel ** 2,

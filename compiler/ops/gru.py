@@ -22,7 +22,7 @@ from ..ir.types import TensorType
 from . import cellprog as cp
 from .cellhls import (add_weights_layer, bias_codes, check_dense_cell, check_table_inputs, cint, codebook, gate_tables,
                       int_precision, recurrent_work, requant_fields, require_zero_states, sequence_extension, shift,
-                      typedefs)
+                      typedefs, unit_major)
 from .quant import Attrs as QuantAttrs
 
 GATES = ("r", "z", "n")
@@ -107,7 +107,7 @@ class Gru(cp.RecurrentOp[Attrs]):
         require_zero_states([attrs.h0], node, "GRU")
         H = attrs.hidden
         kind, stored, wprec = codebook([g.wx for g in attrs.gates] + [g.wh for g in attrs.gates])
-        wx, wh = np.concatenate(stored[:3]), np.concatenate(stored[3:])
+        wx, wh = unit_major(stored[:3]), unit_major(stored[3:])
         table, offsets = gate_tables(attrs.gates, carry=True)
         T = A.types
 
@@ -130,11 +130,13 @@ class Gru(cp.RecurrentOp[Attrs]):
                 sh_gh=shift(T, acc, gh_name), m_ax=fac(gi, f"{g}_ax"), m_bx=fac(gi, 1), m_ah=fac(gh, f"{g}_ah"),
                 m_bh=fac(gh, 1), m_gi=fac(acc, gi), m_gh=fac(acc, gh_name), table_offset=offsets[k],
                 qmin=gate.acc.qmin, qmax=gate.acc.qmax, **requant_fields(A, acc, gate.acc, "rq", thr)))
-        bx, bh = np.concatenate(bxs), np.concatenate(bhs)
+        bx, bh = unit_major(bxs), unit_major(bhs)
         oq = attrs.out
         h_fields = requant_fields(A, "h_sum", oq, "h", thr)
         thr = thr or [0]  # the thresholds of the float-scale steps no multiply-shift fits (an array is never empty)
-        types = "\n".join([f"    typedef {cint(x.ftype)} x_t;", f"    typedef {cint(oq.out)} h_t;",
+        types = "\n".join([f"    static const unsigned table_entries = {table.size};",
+                           f"    static const unsigned thr_entries = {len(thr)};",
+                           f"    typedef {cint(x.ftype)} x_t;", f"    typedef {cint(oq.out)} h_t;",
                            typedefs(A, ["n_rgh", "z_h", "one_minus_z", "zn", "h_sum"]),
                            f"    typedef {h_fields.pop('h_ms_t')} hm_t;"])
         body = render("rnn/gru_body.tpl", types=types, gates="\n".join(gate_blocks), z_one=1 << T["z_act"].frac,
@@ -143,7 +145,7 @@ class Gru(cp.RecurrentOp[Attrs]):
                       **h_fields)
         add_weights_layer(hls, node, out, x, "TesseraGRU", {
             "n_hidden": H, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
-            "wkind": kind.cpp, "body": body,
+            "wkind": kind.cpp, "body": body, "weight_products": self.weight_products(attrs, x),
         }, {"wx": wx, "wh": wh, "bx": bx, "bh": bh, "gate_table": table, "thr": thr}, {
             "wx": wprec, "wh": wprec, "bx": int_precision(int(bx.min()), int(bx.max())),
             "bh": int_precision(int(bh.min()), int(bh.max())), "gate_table": int_precision(int(table.min()), int(table.max())),
@@ -157,10 +159,14 @@ class Gru(cp.RecurrentOp[Attrs]):
         t, i = ins[0].shape
         return int(t * 3 * attrs.hidden * (i + attrs.hidden))
 
+    def weight_products(self, attrs: Attrs, x: TensorType) -> int:
+        """Weight products of one pipelined iteration (one unit, all three gates)."""
+        return 3 * (x.shape[1] + attrs.hidden)
+
     def cost(self, attrs: Attrs, ins, out, io):
         t, i = ins[0].shape
         steps_ms = len(self.analyze(attrs, ins[0]).forms)  # float-scale requantizations: a multiplier (or comparators) each
-        return recurrent_work(self, attrs, ins, out, states=2, mults=3 * (i + attrs.hidden) + steps_ms,
+        return recurrent_work(self, attrs, ins, out, states=2, mults=self.weight_products(attrs, ins[0]) + steps_ms,
                               taps=i + attrs.hidden, steps=t * attrs.hidden)
 
 

@@ -37,7 +37,7 @@ from ..ir.types import TensorType
 from . import cellprog as cp
 from .cellhls import (add_weights_layer, bias_codes, check_dense_cell, check_table_inputs, cint, codebook, gate_tables,
                       int_precision, quant_fields, recurrent_work, requant_fields, require_zero_states,
-                      sequence_extension, shift)
+                      sequence_extension, shift, unit_major)
 from .quant import Attrs as QuantAttrs
 from .rounding import Rounding
 
@@ -177,12 +177,13 @@ def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act
                        *(f"    typedef {cint(T[n])} {n}_t;" for n in ("fc", "ig", "fc_q", "ig_q", "c_sum", "c_tanh", "h_prod")),
                        *(f"    typedef {fields.pop(k)} {k};" for k in ("fcm_t", "igm_t", "hpm_t"))])
     i_act = gates["i"].act
+    types = f"    static const unsigned table_entries = {table.size};\n" + types
     body = render(
         "rnn/lstm_body.tpl", types=types, gates="\n".join(blocks), cifg_one=i_act.one_code if carry else i_act.one,
         sh_sum_fc=shift(T, "c_sum", "fc_q"), sh_sum_ig=shift(T, "c_sum", "ig_q"), sh_c=T["c_sum"].frac - cq.out.frac,
         c_mode=cq.rounding.cpp, c_min=cq.qmin, c_max=cq.qmax, h_mode=oq.rounding.cpp, h_min=oq.qmin, h_max=oq.qmax,
         **fields)
-    return body, np.concatenate(biases), table, cell_act.codes(cq, cell_mult) if carry else cell_act.table(cq)
+    return body, unit_major(biases), table, cell_act.codes(cq, cell_mult) if carry else cell_act.table(cq)
 
 
 class Lstm(cp.RecurrentOp[Attrs]):
@@ -219,13 +220,13 @@ class Lstm(cp.RecurrentOp[Attrs]):
         require_zero_states([attrs.h0, attrs.c0], node, "LSTM")
         gates = dict(zip(GATES, attrs.gates))
         kind, stored, wprec = codebook([gates[g].wx for g in GATES] + [gates[g].wh for g in GATES])
-        wx, wh = np.concatenate(stored[:4]), np.concatenate(stored[4:])
+        wx, wh = unit_major(stored[:4]), unit_major(stored[4:])
         body, b, table, ctable = lstm_body(A, "", gates, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg,
                                            carry=self.carries_scales, cell_mult=attrs.cell_mult)
         body = f"    typedef {cint(x.ftype)} x_t;\n" + body
         add_weights_layer(hls, node, out, x, "TesseraLSTM", {
             "n_hidden": attrs.hidden, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
-            "cifg": attrs.cifg, "wkind": kind.cpp, "body": body,
+            "cifg": attrs.cifg, "wkind": kind.cpp, "body": body, "weight_products": self.weight_products(attrs, x),
         }, {"wx": wx, "wh": wh, "b": b, "gate_table": table, "cell_table": ctable}, {
             "wx": wprec, "wh": wprec, "b": int_precision(int(b.min()), int(b.max())),
             "gate_table": int_precision(int(table.min()), int(table.max())),
@@ -240,11 +241,14 @@ class Lstm(cp.RecurrentOp[Attrs]):
         gates = 3 if attrs.cifg else 4
         return int(t * gates * attrs.hidden * (i + attrs.hidden))
 
+    def weight_products(self, attrs: Attrs, x: TensorType) -> int:
+        """Weight products of one pipelined iteration (one unit, every gate with weights)."""
+        return (3 if attrs.cifg else 4) * (x.shape[1] + attrs.hidden)
+
     def cost(self, attrs: Attrs, ins, out, io):
         t, i = ins[0].shape
-        gates = 3 if attrs.cifg else 4
         steps_ms = len(self.analyze(attrs, ins[0]).forms)  # float-scale requantizations: one multiplier each
-        return recurrent_work(self, attrs, ins, out, states=3, mults=gates * (i + attrs.hidden) + steps_ms,
+        return recurrent_work(self, attrs, ins, out, states=3, mults=self.weight_products(attrs, ins[0]) + steps_ms,
                               taps=i + attrs.hidden, steps=t * attrs.hidden)
 
 

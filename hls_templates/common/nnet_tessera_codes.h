@@ -102,6 +102,9 @@ inline void tessera_div_round_to(const accum_T &sum, long long count, int num_sh
     out.range(OUT_BITS - 1, 0) = ap_int<OUT_BITS>(y).range();
 }
 
+// A pragma whose text is built from macro arguments (the idiom of hls4ml's nnet_common.h).
+#define TESSERA_PRAGMA(text) _Pragma(EXPAND_STRING(text))
+
 // How an average divides its exact sum (the compiler's choice, per layer): by the proven
 // multiply-shift below, or by the exact integer division of nnet_tessera_rounding.h.
 enum { TESSERA_AVG_MULTIPLY_SHIFT = 0, TESSERA_AVG_DIVISION = 1 };

@@ -1,6 +1,7 @@
     struct ${name} {
         static const bool has_input = ${has_input};
         static const int wkind = nnet::${wkind};
+        static const unsigned multiplier_limit = ${name}_multiplier_limit; // ALLOCATION of its weight products
         typedef ${wx_t} wx_t;
         typedef ${name}_wh_t wh_t;
         typedef ${name}_b_t b_t;

@@ -7,6 +7,8 @@ struct config${index} : nnet::tessera_convlstm_config {
     static const unsigned kernel = ${kernel};
     static const unsigned steps_out = ${steps_out};
     static const unsigned reuse_factor = ${reuse};
+    static const unsigned enc_multiplier_limit = ${enc_multiplier_limit};
+    static const unsigned fc_multiplier_limit = ${fc_multiplier_limit};
     typedef ${enc_wx_t} enc_wx_t;
     typedef ${enc_wh_t} enc_wh_t;
     typedef ${enc_b_t} enc_b_t;

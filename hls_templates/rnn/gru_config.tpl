@@ -7,6 +7,7 @@ struct config${index} : nnet::tessera_gru_config {
     static const bool return_sequences = ${return_sequences};
     static const int wkind = nnet::${wkind};
     static const unsigned reuse_factor = ${reuse};
+    static const unsigned multiplier_limit = ${multiplier_limit};
     typedef ${wx_t} wx_t;
     typedef ${wh_t} wh_t;
     typedef ${bx_t} bx_t;

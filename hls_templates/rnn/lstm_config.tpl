@@ -8,6 +8,7 @@ struct config${index} : nnet::tessera_lstm_config {
     static const bool cifg = ${cifg};
     static const int wkind = nnet::${wkind};
     static const unsigned reuse_factor = ${reuse};
+    static const unsigned multiplier_limit = ${multiplier_limit};
     typedef ${wx_t} wx_t;
     typedef ${wh_t} wh_t;
     typedef ${b_t} b_t;

@@ -20,6 +20,7 @@ struct tessera_convlstm_config {
 // sum over channels and taps of v[ci][py+dy-P][px+dx-P] * w[row][ci][dy][dx]
 template <class acc_T, int KIND, int NC, typename CONFIG_T, class v_T, class w_T>
 inline acc_T tessera_conv_tap(const v_T *v, const w_T *w, int row, int py, int px) {
+    #pragma HLS INLINE
     const int K = CONFIG_T::kernel, P = CONFIG_T::kernel / 2, HH = CONFIG_T::height, WW = CONFIG_T::width;
     acc_T acc = 0;
 Channels:
@@ -35,40 +36,55 @@ Channels:
     return acc;
 }
 
+// W_x * x of one gate row at one pixel (0 for a cell without input).
 template <bool HAS_INPUT> struct tessera_convlstm_input_term {
     template <class G, class CELL, typename CONFIG_T>
-    static typename G::acc_t get(const typename CONFIG_T::x_t *x, const typename CELL::wx_t *wx, int row, int py, int px) {
-        typename G::ax_t ax = tessera_conv_tap<typename G::ax_t, CELL::wkind, CONFIG_T::n_in, CONFIG_T>(x, wx, row, py, px);
-        return tessera_onto<typename G::acc_t, G::m_ax, G::sh_ax>(ax);
+    static typename G::ax_t products(const typename CONFIG_T::x_t *x, const typename CELL::wx_t *wx, int row, int py,
+                                     int px) {
+        #pragma HLS INLINE
+        return tessera_conv_tap<typename G::ax_t, CELL::wkind, CONFIG_T::n_in, CONFIG_T>(x, wx, row, py, px);
     }
 };
 template <> struct tessera_convlstm_input_term<false> {
     template <class G, class CELL, typename CONFIG_T>
-    static typename G::acc_t get(const typename CONFIG_T::x_t *, const typename CELL::wx_t *, int, int, int) {
+    static typename G::ax_t products(const typename CONFIG_T::x_t *, const typename CELL::wx_t *, int, int, int) {
         return 0;
     }
 };
 
+// The weight products of gate g of unit j at pixel (py, px): row j * 4 + g of the unit-major
+// weights (one unit's four gate kernels are one word of the reshaped arrays).
 template <class G, class CELL, typename CONFIG_T>
-inline typename G::act_t tessera_convlstm_gate(int g, int j, int py, int px, const typename CONFIG_T::x_t *x,
-                                               const typename CELL::h_t *h, const typename CELL::wx_t *wx,
-                                               const typename CELL::wh_t *wh, const typename CELL::b_t *b,
-                                               const typename CELL::table_t *table) {
-    const int row = g * CONFIG_T::n_hidden + j;
-    typename G::ah_t ah = tessera_conv_tap<typename G::ah_t, CELL::wkind, CONFIG_T::n_hidden, CONFIG_T>(h, wh, row, py, px);
-    typename G::acc_t ax = tessera_convlstm_input_term<CELL::has_input>::template get<G, CELL, CONFIG_T>(x, wx, row, py, px);
+inline void tessera_convlstm_products(int g, int j, int py, int px, const typename CONFIG_T::x_t *x,
+                                      const typename CELL::h_t *h, const typename CELL::wx_t *wx,
+                                      const typename CELL::wh_t *wh, typename G::ax_t &ax, typename G::ah_t &ah) {
+    #pragma HLS INLINE
+    const int row = j * 4 + g;
+    ah = tessera_conv_tap<typename G::ah_t, CELL::wkind, CONFIG_T::n_hidden, CONFIG_T>(h, wh, row, py, px);
+    ax = tessera_convlstm_input_term<CELL::has_input>::template products<G, CELL, CONFIG_T>(x, wx, row, py, px);
+}
+
+template <class G, typename CONFIG_T, class CELL>
+inline typename G::act_t tessera_convlstm_gate(int g, int j, const typename G::ax_t &ax, const typename G::ah_t &ah,
+                                               const typename CELL::b_t *b, const typename CELL::table_t *table) {
+    #pragma HLS INLINE
+    const int row = j * 4 + g;
+    typename G::acc_t axa = tessera_onto<typename G::acc_t, G::m_ax, G::sh_ax>(ax);
     if (G::scaled) {
         // a float-scale requantization: the proven clamp((M * sum + C_row) >> s), the bias
         // (on another float grid) inside the per-row C_row held in b
-        typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + ax;
+        typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + axa;
         typename G::ms_t ms = (typename G::ms_t)((typename G::ms_t)acc * (typename G::ms_t)G::rq_m + (typename G::ms_t)b[row]);
         return tessera_gate_act<G>(tessera_gate_q<G>(ms), table);
     }
-    typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + ((typename G::acc_t)b[row] << G::sh_b) + ax;
+    typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + ((typename G::acc_t)b[row] << G::sh_b) + axa;
     return tessera_gate_act<G>(tessera_gate_q<G>(acc), table);
 }
 
 // One step of one cell over the whole frame; h is read (old) for every pixel, then replaced.
+// One (unit, pixel) per pipelined iteration at II = reuse_factor; its weight products (four
+// gates, every tap of every channel) are one region whose ALLOCATION caps the multipliers at
+// CELL::multiplier_limit = ceil(products / reuse) (ops/convlstm.py: weight_products).
 template <class CELL, typename CONFIG_T>
 void tessera_convlstm_step(const typename CONFIG_T::x_t *x, typename CELL::h_t *h, typename CELL::c_t *c,
                            const typename CELL::wx_t *wx, const typename CELL::wh_t *wh, const typename CELL::b_t *b,
@@ -85,10 +101,25 @@ Hidden:
         for (int p = 0; p < NPIX; p++) {
             #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
             const int py = p / CONFIG_T::width, px = p % CONFIG_T::width, k = j * NPIX + p;
-            typename GI::act_t ai = tessera_convlstm_gate<GI, CELL, CONFIG_T>(0, j, py, px, x, h, wx, wh, b, gate_table);
-            typename GF::act_t af = tessera_convlstm_gate<GF, CELL, CONFIG_T>(1, j, py, px, x, h, wx, wh, b, gate_table);
-            typename GC::act_t ac = tessera_convlstm_gate<GC, CELL, CONFIG_T>(2, j, py, px, x, h, wx, wh, b, gate_table);
-            typename GO::act_t ao = tessera_convlstm_gate<GO, CELL, CONFIG_T>(3, j, py, px, x, h, wx, wh, b, gate_table);
+            typename GI::ax_t axi;
+            typename GI::ah_t ahi;
+            typename GF::ax_t axf;
+            typename GF::ah_t ahf;
+            typename GC::ax_t axc;
+            typename GC::ah_t ahc;
+            typename GO::ax_t axo;
+            typename GO::ah_t aho;
+        Products: {
+            #pragma HLS ALLOCATION operation instances = mul limit = CELL::multiplier_limit
+            tessera_convlstm_products<GI, CELL, CONFIG_T>(0, j, py, px, x, h, wx, wh, axi, ahi);
+            tessera_convlstm_products<GF, CELL, CONFIG_T>(1, j, py, px, x, h, wx, wh, axf, ahf);
+            tessera_convlstm_products<GC, CELL, CONFIG_T>(2, j, py, px, x, h, wx, wh, axc, ahc);
+            tessera_convlstm_products<GO, CELL, CONFIG_T>(3, j, py, px, x, h, wx, wh, axo, aho);
+        }
+            typename GI::act_t ai = tessera_convlstm_gate<GI, CONFIG_T, CELL>(0, j, axi, ahi, b, gate_table);
+            typename GF::act_t af = tessera_convlstm_gate<GF, CONFIG_T, CELL>(1, j, axf, ahf, b, gate_table);
+            typename GC::act_t ac = tessera_convlstm_gate<GC, CONFIG_T, CELL>(2, j, axc, ahc, b, gate_table);
+            typename GO::act_t ao = tessera_convlstm_gate<GO, CONFIG_T, CELL>(3, j, axo, aho, b, gate_table);
             tessera_lstm_gating<CELL>(ai, af, ac, ao, c[k], h_new[k], cell_table);
         }
 Update:
@@ -146,6 +177,15 @@ template <class res_T, class h_T, typename CONFIG_T> void tessera_convlstm_write
     }
 }
 
+// A cell's weights, biases and tables: one unit's four gate kernels (every channel and tap)
+// are one word of the reshaped weights, its four biases one word, each gate's table its own
+// memory (one lookup per gate per iteration; the compiler pads the tables to one length).
+#define TESSERA_CONVLSTM_MEMORIES(CELL)                                                                                \
+    const int CELL##_WH_ROW = 4 * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel;                            \
+    TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = CELL##_wh cyclic factor = CELL##_WH_ROW)                              \
+    TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = CELL##_b cyclic factor = 4)                                           \
+    TESSERA_PRAGMA(HLS ARRAY_PARTITION variable = CELL##_gate_table block factor = 4)
+
 #define TESSERA_CONVLSTM_STATE(CELL)                                                                                   \
     typename CELL::h_t CELL##_h[CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width];                               \
     typename CELL::c_t CELL##_c[CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width];                               \
@@ -154,12 +194,19 @@ template <class res_T, class h_T, typename CONFIG_T> void tessera_convlstm_write
 
 // Encoder only: every step's hidden state out.
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_convlstm_cl(data_T data[], res_T res[], typename CONFIG_T::enc::wx_t enc_wx[],
-                         typename CONFIG_T::enc::wh_t enc_wh[], typename CONFIG_T::enc::b_t enc_b[],
-                         typename CONFIG_T::enc::table_t enc_gate_table[], typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
+void tessera_convlstm_cl(data_T data[],
+    res_T res[],
+    typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
+    typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
+    typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
     typedef typename CONFIG_T::enc enc;
     typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
     TESSERA_CONVLSTM_STATE(enc)
+    TESSERA_CONVLSTM_MEMORIES(enc)
+    const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
+    #pragma HLS ARRAY_RESHAPE variable = enc_wx cyclic factor = ENC_WX_ROW
 Steps:
     for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
         tessera_convlstm_load<data_T, CONFIG_T>(data, t, x);
@@ -169,13 +216,19 @@ Steps:
 }
 
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_convlstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, typename CONFIG_T::enc::wx_t enc_wx[],
-                             typename CONFIG_T::enc::wh_t enc_wh[], typename CONFIG_T::enc::b_t enc_b[],
-                             typename CONFIG_T::enc::table_t enc_gate_table[],
-                             typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
+void tessera_convlstm_stream(hls::stream<data_T> &data,
+    hls::stream<res_T> &res,
+    typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
+    typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
+    typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
     typedef typename CONFIG_T::enc enc;
     typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
     TESSERA_CONVLSTM_STATE(enc)
+    TESSERA_CONVLSTM_MEMORIES(enc)
+    const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
+    #pragma HLS ARRAY_RESHAPE variable = enc_wx cyclic factor = ENC_WX_ROW
 Steps:
     for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
         tessera_convlstm_read<data_T, CONFIG_T>(data, x);
@@ -187,17 +240,27 @@ Steps:
 // Encoder over the input frames, then the forecaster (no input) for steps_out steps; the
 // forecaster's hidden states out.
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_convlstm_forecast_cl(data_T data[], res_T res[], typename CONFIG_T::enc::wx_t enc_wx[],
-                                  typename CONFIG_T::enc::wh_t enc_wh[], typename CONFIG_T::enc::b_t enc_b[],
-                                  typename CONFIG_T::enc::table_t enc_gate_table[],
-                                  typename CONFIG_T::enc::ctable_t enc_cell_table[], typename CONFIG_T::fc::wh_t fc_wh[],
-                                  typename CONFIG_T::fc::b_t fc_b[], typename CONFIG_T::fc::table_t fc_gate_table[],
-                                  typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
+void tessera_convlstm_forecast_cl(data_T data[],
+    res_T res[],
+    typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
+    typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
+    typename CONFIG_T::enc::ctable_t enc_cell_table[],
+    typename CONFIG_T::fc::wh_t fc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::fc::b_t fc_b[4 * CONFIG_T::n_hidden],
+    typename CONFIG_T::fc::table_t fc_gate_table[CONFIG_T::fc::table_entries],
+    typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
     typedef typename CONFIG_T::enc enc;
     typedef typename CONFIG_T::fc fc;
     typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
     TESSERA_CONVLSTM_STATE(enc)
     TESSERA_CONVLSTM_STATE(fc)
+    const typename fc::wx_t fc_no_input[1] = {0}; // the forecaster has no input: never read
+    TESSERA_CONVLSTM_MEMORIES(enc)
+    const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
+    #pragma HLS ARRAY_RESHAPE variable = enc_wx cyclic factor = ENC_WX_ROW
+    TESSERA_CONVLSTM_MEMORIES(fc)
 Encode:
     for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
         tessera_convlstm_load<data_T, CONFIG_T>(data, t, x);
@@ -206,24 +269,33 @@ Encode:
     tessera_convlstm_handover<CONFIG_T>(enc_h, enc_c, fc_h, fc_c);
 Forecast:
     for (int t = 0; t < (int)CONFIG_T::steps_out; t++) {
-        tessera_convlstm_step<fc, CONFIG_T>(x, fc_h, fc_c, (const typename fc::wx_t *)0, fc_wh, fc_b, fc_gate_table,
-                                            fc_cell_table);
+        tessera_convlstm_step<fc, CONFIG_T>(x, fc_h, fc_c, fc_no_input, fc_wh, fc_b, fc_gate_table, fc_cell_table);
         tessera_convlstm_store<res_T, typename fc::h_t, CONFIG_T>(fc_h, t, res);
     }
 }
 
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_convlstm_forecast_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
-                                      typename CONFIG_T::enc::wx_t enc_wx[], typename CONFIG_T::enc::wh_t enc_wh[],
-                                      typename CONFIG_T::enc::b_t enc_b[], typename CONFIG_T::enc::table_t enc_gate_table[],
-                                      typename CONFIG_T::enc::ctable_t enc_cell_table[], typename CONFIG_T::fc::wh_t fc_wh[],
-                                      typename CONFIG_T::fc::b_t fc_b[], typename CONFIG_T::fc::table_t fc_gate_table[],
-                                      typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
+void tessera_convlstm_forecast_stream(hls::stream<data_T> &data,
+    hls::stream<res_T> &res,
+    typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
+    typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
+    typename CONFIG_T::enc::ctable_t enc_cell_table[],
+    typename CONFIG_T::fc::wh_t fc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::fc::b_t fc_b[4 * CONFIG_T::n_hidden],
+    typename CONFIG_T::fc::table_t fc_gate_table[CONFIG_T::fc::table_entries],
+    typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
     typedef typename CONFIG_T::enc enc;
     typedef typename CONFIG_T::fc fc;
     typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
     TESSERA_CONVLSTM_STATE(enc)
     TESSERA_CONVLSTM_STATE(fc)
+    const typename fc::wx_t fc_no_input[1] = {0}; // the forecaster has no input: never read
+    TESSERA_CONVLSTM_MEMORIES(enc)
+    const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
+    #pragma HLS ARRAY_RESHAPE variable = enc_wx cyclic factor = ENC_WX_ROW
+    TESSERA_CONVLSTM_MEMORIES(fc)
 Encode:
     for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
         tessera_convlstm_read<data_T, CONFIG_T>(data, x);
@@ -232,8 +304,7 @@ Encode:
     tessera_convlstm_handover<CONFIG_T>(enc_h, enc_c, fc_h, fc_c);
 Forecast:
     for (int t = 0; t < (int)CONFIG_T::steps_out; t++) {
-        tessera_convlstm_step<fc, CONFIG_T>(x, fc_h, fc_c, (const typename fc::wx_t *)0, fc_wh, fc_b, fc_gate_table,
-                                            fc_cell_table);
+        tessera_convlstm_step<fc, CONFIG_T>(x, fc_h, fc_c, fc_no_input, fc_wh, fc_b, fc_gate_table, fc_cell_table);
         tessera_convlstm_write<res_T, typename fc::h_t, CONFIG_T>(fc_h, res);
     }
 }

@@ -26,6 +26,7 @@ namespace nnet {
 // sum_k x[k] * w[k]; every partial sum lies in acc_T's range (the range contains 0 and
 // every sub-sum of the extreme products).
 template <class acc_T, int KIND, int N, class x_T, class w_T> inline acc_T tessera_dot(const x_T x[N], const w_T *w) {
+    #pragma HLS INLINE
     acc_T acc = 0;
 Taps:
     for (int k = 0; k < N; k++) {
@@ -106,14 +107,25 @@ struct tessera_lstm_config {
     static const unsigned reuse_factor = 1;
 };
 
+// The weight products of gate g of unit j: W_x x and W_h h of row j * 4 + g of the
+// unit-major weights (one unit's four gate rows are one word of the reshaped arrays).
 template <class G, typename CONFIG_T>
-inline typename G::act_t tessera_lstm_gate(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
-                                           const typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
-                                           const typename CONFIG_T::wx_t *wx, const typename CONFIG_T::wh_t *wh,
+inline void tessera_lstm_products(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
+                                  const typename CONFIG_T::h_t h[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
+                                  const typename CONFIG_T::wh_t *wh, typename G::ax_t &ax, typename G::ah_t &ah) {
+    #pragma HLS INLINE
+    const int row = j * 4 + g;
+    ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
+    ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
+}
+
+// Gate g of unit j from its weight products: the aligned sum with its bias, requantized,
+// through the gate's table.
+template <class G, typename CONFIG_T>
+inline typename G::act_t tessera_lstm_gate(int g, int j, const typename G::ax_t &ax, const typename G::ah_t &ah,
                                            const typename CONFIG_T::b_t *b, const typename CONFIG_T::table_t *table) {
-    const int row = g * CONFIG_T::n_hidden + j;
-    typename G::ax_t ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
-    typename G::ah_t ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
+    #pragma HLS INLINE
+    const int row = j * 4 + g;
     typename G::acc_t axah = tessera_onto<typename G::acc_t, G::m_ax, G::sh_ax>(ax) +
                              tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah);
     if (G::scaled) {
@@ -127,22 +139,36 @@ inline typename G::act_t tessera_lstm_gate(int g, int j, const typename CONFIG_T
     return tessera_gate_act<G>(tessera_gate_q<G>(acc), table);
 }
 
-// The forget gate: its own gate, or 1 - i with coupled input-forget gates (CIFG); a class
-// template so that the unused form is never instantiated.
+// The forget gate: its own gate, or 1 - i with coupled input-forget gates (CIFG, no weight
+// products); a class template so that the unused form is never instantiated.
 template <bool CIFG> struct tessera_lstm_forget {
+    template <typename CONFIG_T> struct sums {
+        typename CONFIG_T::gate_f::ax_t ax;
+        typename CONFIG_T::gate_f::ah_t ah;
+    };
+    template <typename CONFIG_T>
+    static void products(int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
+                         const typename CONFIG_T::h_t h[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
+                         const typename CONFIG_T::wh_t *wh, sums<CONFIG_T> &s) {
+        #pragma HLS INLINE
+        tessera_lstm_products<typename CONFIG_T::gate_f, CONFIG_T>(1, j, x, h, wx, wh, s.ax, s.ah);
+    }
     template <typename CONFIG_T, class I>
-    static typename CONFIG_T::gate_f::act_t get(const I &ai, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
-                                                const typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
-                                                const typename CONFIG_T::wx_t *wx, const typename CONFIG_T::wh_t *wh,
-                                                const typename CONFIG_T::b_t *b, const typename CONFIG_T::table_t *table) {
-        return tessera_lstm_gate<typename CONFIG_T::gate_f, CONFIG_T>(1, j, x, h, wx, wh, b, table);
+    static typename CONFIG_T::gate_f::act_t get(const I &, int j, const sums<CONFIG_T> &s, const typename CONFIG_T::b_t *b,
+                                                const typename CONFIG_T::table_t *table) {
+        #pragma HLS INLINE
+        return tessera_lstm_gate<typename CONFIG_T::gate_f, CONFIG_T>(1, j, s.ax, s.ah, b, table);
     }
 };
 template <> struct tessera_lstm_forget<true> {
+    template <typename CONFIG_T> struct sums {};
+    template <typename CONFIG_T>
+    static void products(int, const typename CONFIG_T::x_t *, const typename CONFIG_T::h_t *, const typename CONFIG_T::wx_t *,
+                         const typename CONFIG_T::wh_t *, sums<CONFIG_T> &) {}
     template <typename CONFIG_T, class I>
-    static typename CONFIG_T::gate_f::act_t get(const I &ai, int, const typename CONFIG_T::x_t *, const typename CONFIG_T::h_t *,
-                                                const typename CONFIG_T::wx_t *, const typename CONFIG_T::wh_t *,
-                                                const typename CONFIG_T::b_t *, const typename CONFIG_T::table_t *) {
+    static typename CONFIG_T::gate_f::act_t get(const I &ai, int, const sums<CONFIG_T> &, const typename CONFIG_T::b_t *,
+                                                const typename CONFIG_T::table_t *) {
+        #pragma HLS INLINE
         typedef typename CONFIG_T::gate_f::act_t F;
         return (F)((F)CONFIG_T::cifg_one - (F)ai);
     }
@@ -154,6 +180,7 @@ template <class CELL>
 inline void tessera_lstm_gating(const typename CELL::gate_i::act_t &ai, const typename CELL::gate_f::act_t &af,
                                 const typename CELL::gate_c::act_t &ac, const typename CELL::gate_o::act_t &ao,
                                 typename CELL::c_t &c, typename CELL::h_t &h_new, const typename CELL::ctable_t *cell_table) {
+    #pragma HLS INLINE
     typename CELL::fc_t fc = (typename CELL::fc_t)af * (typename CELL::fc_t)c;
     typename CELL::ig_t ig = (typename CELL::ig_t)ai * (typename CELL::ig_t)ac;
     // each product onto its quantizer: a rounding shift (m = 1, c = 0), or on float scales the
@@ -171,38 +198,72 @@ inline void tessera_lstm_gating(const typename CELL::gate_i::act_t &ai, const ty
         (typename CELL::hpm_t)((typename CELL::hpm_t)hp * (typename CELL::hpm_t)CELL::h_m + (typename CELL::hpm_t)CELL::h_c));
 }
 
+// One step over every unit.  One unit per pipelined iteration at II = reuse_factor; its
+// weight products (every gate) are one region whose ALLOCATION caps the multipliers at
+// multiplier_limit = ceil(products / reuse) (the compiler's value, ops/lstm.py:
+// weight_products; the estimator counts the same); the gating products follow it.
 template <typename CONFIG_T>
 void tessera_lstm_step(const typename CONFIG_T::x_t x[CONFIG_T::n_in], typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
                        typename CONFIG_T::c_t c[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
                        const typename CONFIG_T::wh_t *wh, const typename CONFIG_T::b_t *b,
                        const typename CONFIG_T::table_t *gate_table, const typename CONFIG_T::ctable_t *cell_table) {
+    #pragma HLS INLINE
     typedef typename CONFIG_T::gate_i GI;
-    typedef typename CONFIG_T::gate_f GF;
     typedef typename CONFIG_T::gate_c GC;
     typedef typename CONFIG_T::gate_o GO;
+    typedef tessera_lstm_forget<CONFIG_T::cifg> FORGET;
     typename CONFIG_T::h_t h_new[CONFIG_T::n_hidden];
+    #pragma HLS ARRAY_PARTITION variable = h_new complete
 Hidden:
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
         #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
-        typename GI::act_t ai = tessera_lstm_gate<GI, CONFIG_T>(0, j, x, h, wx, wh, b, gate_table);
-        typename GF::act_t af =
-            tessera_lstm_forget<CONFIG_T::cifg>::template get<CONFIG_T>(ai, j, x, h, wx, wh, b, gate_table);
-        typename GC::act_t ac = tessera_lstm_gate<GC, CONFIG_T>(2, j, x, h, wx, wh, b, gate_table);
-        typename GO::act_t ao = tessera_lstm_gate<GO, CONFIG_T>(3, j, x, h, wx, wh, b, gate_table);
+        typename GI::ax_t axi;
+        typename GI::ah_t ahi;
+        typename FORGET::template sums<CONFIG_T> sf;
+        typename GC::ax_t axc;
+        typename GC::ah_t ahc;
+        typename GO::ax_t axo;
+        typename GO::ah_t aho;
+    Products: {
+        #pragma HLS ALLOCATION operation instances = mul limit = CONFIG_T::multiplier_limit
+        tessera_lstm_products<GI, CONFIG_T>(0, j, x, h, wx, wh, axi, ahi);
+        FORGET::template products<CONFIG_T>(j, x, h, wx, wh, sf);
+        tessera_lstm_products<GC, CONFIG_T>(2, j, x, h, wx, wh, axc, ahc);
+        tessera_lstm_products<GO, CONFIG_T>(3, j, x, h, wx, wh, axo, aho);
+    }
+        typename GI::act_t ai = tessera_lstm_gate<GI, CONFIG_T>(0, j, axi, ahi, b, gate_table);
+        typename CONFIG_T::gate_f::act_t af = FORGET::template get<CONFIG_T>(ai, j, sf, b, gate_table);
+        typename GC::act_t ac = tessera_lstm_gate<GC, CONFIG_T>(2, j, axc, ahc, b, gate_table);
+        typename GO::act_t ao = tessera_lstm_gate<GO, CONFIG_T>(3, j, axo, aho, b, gate_table);
         tessera_lstm_gating<CONFIG_T>(ai, af, ac, ao, c[j], h_new[j], cell_table);
     }
 Update:
-    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
+        #pragma HLS UNROLL
         h[j] = h_new[j];
+    }
 }
 
+// The memories of a dense cell's driver (LSTM: 4 gates, GRU: 3): x and h are read whole by
+// every iteration (registers); one unit's weights and biases are one word of the reshaped
+// arrays (the unit-major row block); each gate's table is its own memory (one lookup per
+// gate per iteration; the compiler pads the tables to one length).
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_lstm_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out],
-                     typename CONFIG_T::wx_t wx[], typename CONFIG_T::wh_t wh[], typename CONFIG_T::b_t b[],
-                     typename CONFIG_T::table_t gate_table[], typename CONFIG_T::ctable_t cell_table[]) {
+                     typename CONFIG_T::wx_t wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in],
+                     typename CONFIG_T::wh_t wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],
+                     typename CONFIG_T::b_t b[4 * CONFIG_T::n_hidden], typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries],
+                     typename CONFIG_T::ctable_t cell_table[]) {
     typename CONFIG_T::x_t x[CONFIG_T::n_in];
     typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
     typename CONFIG_T::c_t c[CONFIG_T::n_hidden];
+    const int WX_ROW = 4 * CONFIG_T::n_in, WH_ROW = 4 * CONFIG_T::n_hidden;
+    #pragma HLS ARRAY_PARTITION variable = x complete
+    #pragma HLS ARRAY_PARTITION variable = h complete
+    #pragma HLS ARRAY_RESHAPE variable = wx cyclic factor = WX_ROW
+    #pragma HLS ARRAY_RESHAPE variable = wh cyclic factor = WH_ROW
+    #pragma HLS ARRAY_RESHAPE variable = b cyclic factor = 4
+    #pragma HLS ARRAY_PARTITION variable = gate_table block factor = 4
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
         h[j] = 0;
         c[j] = 0;
@@ -218,12 +279,21 @@ Steps:
 // Streaming over time: one input word (a step's features) in, one hidden state out per step
 // (or one at the end); the state stays on chip.
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, typename CONFIG_T::wx_t wx[],
-                         typename CONFIG_T::wh_t wh[], typename CONFIG_T::b_t b[], typename CONFIG_T::table_t gate_table[],
+void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
+                         typename CONFIG_T::wx_t wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in],
+                         typename CONFIG_T::wh_t wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],
+                         typename CONFIG_T::b_t b[4 * CONFIG_T::n_hidden], typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries],
                          typename CONFIG_T::ctable_t cell_table[]) {
     typename CONFIG_T::x_t x[CONFIG_T::n_in];
     typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
     typename CONFIG_T::c_t c[CONFIG_T::n_hidden];
+    const int WX_ROW = 4 * CONFIG_T::n_in, WH_ROW = 4 * CONFIG_T::n_hidden;
+    #pragma HLS ARRAY_PARTITION variable = x complete
+    #pragma HLS ARRAY_PARTITION variable = h complete
+    #pragma HLS ARRAY_RESHAPE variable = wx cyclic factor = WX_ROW
+    #pragma HLS ARRAY_RESHAPE variable = wh cyclic factor = WH_ROW
+    #pragma HLS ARRAY_RESHAPE variable = b cyclic factor = 4
+    #pragma HLS ARRAY_PARTITION variable = gate_table block factor = 4
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
         h[j] = 0;
         c[j] = 0;
@@ -275,46 +345,73 @@ template <class G, class acc_T, class t_T> inline typename G::q_t tessera_gru_rq
     return tessera_gate_rq<G>(acc);
 }
 
+// The weight products of gate g of unit j: W_x x and W_h h of row j * 3 + g of the
+// unit-major weights (one unit's three gate rows are one word of the reshaped arrays).
+template <class G, typename CONFIG_T>
+inline void tessera_gru_products(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
+                                 const typename CONFIG_T::h_t h[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
+                                 const typename CONFIG_T::wh_t *wh, typename G::ax_t &ax, typename G::ah_t &ah) {
+    #pragma HLS INLINE
+    const int row = j * 3 + g;
+    ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
+    ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
+}
+
 // gi = W_x x + b_x and gh = W_h h + b_h of one gate row, each on its own exact grid.
 template <class G, typename CONFIG_T>
-inline void tessera_gru_linear(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
-                               const typename CONFIG_T::h_t h[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
-                               const typename CONFIG_T::wh_t *wh, const typename CONFIG_T::bx_t *bx,
-                               const typename CONFIG_T::bh_t *bh, typename G::gi_t &gi, typename G::gh_t &gh) {
-    const int row = g * CONFIG_T::n_hidden + j;
-    typename G::ax_t ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
-    typename G::ah_t ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
+inline void tessera_gru_linear(int g, int j, const typename G::ax_t &ax, const typename G::ah_t &ah,
+                               const typename CONFIG_T::bx_t *bx, const typename CONFIG_T::bh_t *bh, typename G::gi_t &gi,
+                               typename G::gh_t &gh) {
+    #pragma HLS INLINE
+    const int row = j * 3 + g;
     gi = tessera_onto<typename G::gi_t, G::m_ax, G::sh_ax>(ax) + tessera_onto<typename G::gi_t, G::m_bx, G::sh_bx>(bx[row]);
     gh = tessera_onto<typename G::gh_t, G::m_ah, G::sh_ah>(ah) + tessera_onto<typename G::gh_t, G::m_bh, G::sh_bh>(bh[row]);
 }
 
+// One step over every unit, as tessera_lstm_step: one unit per pipelined iteration, its
+// weight products one region under ALLOCATION (multiplier_limit = ceil(products / reuse),
+// ops/gru.py: weight_products).
 template <typename CONFIG_T>
 void tessera_gru_step(const typename CONFIG_T::x_t x[CONFIG_T::n_in], typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
                       const typename CONFIG_T::wx_t *wx, const typename CONFIG_T::wh_t *wh,
                       const typename CONFIG_T::bx_t *bx, const typename CONFIG_T::bh_t *bh,
                       const typename CONFIG_T::table_t *gate_table, const typename CONFIG_T::thr_t *thr) {
+    #pragma HLS INLINE
     typedef typename CONFIG_T::gate_r GR;
     typedef typename CONFIG_T::gate_z GZ;
     typedef typename CONFIG_T::gate_n GN;
     typename CONFIG_T::h_t h_new[CONFIG_T::n_hidden];
+    #pragma HLS ARRAY_PARTITION variable = h_new complete
 Hidden:
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
         #pragma HLS PIPELINE II = CONFIG_T::reuse_factor
+        typename GR::ax_t axr;
+        typename GR::ah_t ahr;
+        typename GZ::ax_t axz;
+        typename GZ::ah_t ahz;
+        typename GN::ax_t axn;
+        typename GN::ah_t ahn;
+    Products: {
+        #pragma HLS ALLOCATION operation instances = mul limit = CONFIG_T::multiplier_limit
+        tessera_gru_products<GR, CONFIG_T>(0, j, x, h, wx, wh, axr, ahr);
+        tessera_gru_products<GZ, CONFIG_T>(1, j, x, h, wx, wh, axz, ahz);
+        tessera_gru_products<GN, CONFIG_T>(2, j, x, h, wx, wh, axn, ahn);
+    }
         typename GR::gi_t gir;
         typename GR::gh_t ghr;
-        tessera_gru_linear<GR, CONFIG_T>(0, j, x, h, wx, wh, bx, bh, gir, ghr);
+        tessera_gru_linear<GR, CONFIG_T>(0, j, axr, ahr, bx, bh, gir, ghr);
         typename GR::acc_t accr = tessera_onto<typename GR::acc_t, GR::m_gi, GR::sh_gi>(gir) +
                                   tessera_onto<typename GR::acc_t, GR::m_gh, GR::sh_gh>(ghr);
         typename GR::act_t r = tessera_gate_act<GR>(tessera_gru_rq<GR>(accr, thr), gate_table);
         typename GZ::gi_t giz;
         typename GZ::gh_t ghz;
-        tessera_gru_linear<GZ, CONFIG_T>(1, j, x, h, wx, wh, bx, bh, giz, ghz);
+        tessera_gru_linear<GZ, CONFIG_T>(1, j, axz, ahz, bx, bh, giz, ghz);
         typename GZ::acc_t accz = tessera_onto<typename GZ::acc_t, GZ::m_gi, GZ::sh_gi>(giz) +
                                   tessera_onto<typename GZ::acc_t, GZ::m_gh, GZ::sh_gh>(ghz);
         typename GZ::act_t z = tessera_gate_act<GZ>(tessera_gru_rq<GZ>(accz, thr), gate_table);
         typename GN::gi_t gin;
         typename GN::gh_t ghn;
-        tessera_gru_linear<GN, CONFIG_T>(2, j, x, h, wx, wh, bx, bh, gin, ghn);
+        tessera_gru_linear<GN, CONFIG_T>(2, j, axn, ahn, bx, bh, gin, ghn);
         typename CONFIG_T::n_rgh_t rgh = (typename CONFIG_T::n_rgh_t)r * (typename CONFIG_T::n_rgh_t)ghn;
         typename GN::acc_t accn = tessera_onto<typename GN::acc_t, GN::m_gi, GN::sh_gi>(gin) +
                                   tessera_onto<typename GN::acc_t, GN::m_gh, GN::sh_gh>(rgh);
@@ -336,17 +433,29 @@ Hidden:
                                        CONFIG_T::h_max>(hm);
     }
 Update:
-    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
+        #pragma HLS UNROLL
         h[j] = h_new[j];
+    }
 }
 
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_gru_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out],
-                    typename CONFIG_T::wx_t wx[], typename CONFIG_T::wh_t wh[], typename CONFIG_T::bx_t bx[],
-                    typename CONFIG_T::bh_t bh[], typename CONFIG_T::table_t gate_table[],
-                    typename CONFIG_T::thr_t thr[]) {
+                    typename CONFIG_T::wx_t wx[3 * CONFIG_T::n_hidden * CONFIG_T::n_in],
+                    typename CONFIG_T::wh_t wh[3 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],
+                    typename CONFIG_T::bx_t bx[3 * CONFIG_T::n_hidden], typename CONFIG_T::bh_t bh[3 * CONFIG_T::n_hidden],
+                    typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries], typename CONFIG_T::thr_t thr[CONFIG_T::thr_entries]) {
     typename CONFIG_T::x_t x[CONFIG_T::n_in];
     typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
+    const int WX_ROW = 3 * CONFIG_T::n_in, WH_ROW = 3 * CONFIG_T::n_hidden;
+    #pragma HLS ARRAY_PARTITION variable = x complete
+    #pragma HLS ARRAY_PARTITION variable = h complete
+    #pragma HLS ARRAY_RESHAPE variable = wx cyclic factor = WX_ROW
+    #pragma HLS ARRAY_RESHAPE variable = wh cyclic factor = WH_ROW
+    #pragma HLS ARRAY_RESHAPE variable = bx cyclic factor = 3
+    #pragma HLS ARRAY_RESHAPE variable = bh cyclic factor = 3
+    #pragma HLS ARRAY_PARTITION variable = gate_table block factor = 3
+    #pragma HLS ARRAY_PARTITION variable = thr complete
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
         h[j] = 0;
 Steps:
@@ -358,11 +467,22 @@ Steps:
 }
 
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_gru_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, typename CONFIG_T::wx_t wx[],
-                        typename CONFIG_T::wh_t wh[], typename CONFIG_T::bx_t bx[], typename CONFIG_T::bh_t bh[],
-                        typename CONFIG_T::table_t gate_table[], typename CONFIG_T::thr_t thr[]) {
+void tessera_gru_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
+                        typename CONFIG_T::wx_t wx[3 * CONFIG_T::n_hidden * CONFIG_T::n_in],
+                        typename CONFIG_T::wh_t wh[3 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],
+                        typename CONFIG_T::bx_t bx[3 * CONFIG_T::n_hidden], typename CONFIG_T::bh_t bh[3 * CONFIG_T::n_hidden],
+                        typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries], typename CONFIG_T::thr_t thr[CONFIG_T::thr_entries]) {
     typename CONFIG_T::x_t x[CONFIG_T::n_in];
     typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
+    const int WX_ROW = 3 * CONFIG_T::n_in, WH_ROW = 3 * CONFIG_T::n_hidden;
+    #pragma HLS ARRAY_PARTITION variable = x complete
+    #pragma HLS ARRAY_PARTITION variable = h complete
+    #pragma HLS ARRAY_RESHAPE variable = wx cyclic factor = WX_ROW
+    #pragma HLS ARRAY_RESHAPE variable = wh cyclic factor = WH_ROW
+    #pragma HLS ARRAY_RESHAPE variable = bx cyclic factor = 3
+    #pragma HLS ARRAY_RESHAPE variable = bh cyclic factor = 3
+    #pragma HLS ARRAY_PARTITION variable = gate_table block factor = 3
+    #pragma HLS ARRAY_PARTITION variable = thr complete
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
         h[j] = 0;
     typename data_T::value_type buf[CONFIG_T::reverse ? CONFIG_T::n_steps * CONFIG_T::n_in : 1];

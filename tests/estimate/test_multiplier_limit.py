@@ -89,3 +89,44 @@ def test_3d_kernels_allocate_the_limit(folder, header):
     assert "const typename CONFIG_T::weight_t *weights;" not in text  # no struct of weight pointers
     if folder == "conv3d":
         assert "struct tessera_conv3d_window" in text  # the window's weights are arguments of its apply
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "convlstm"])
+def test_recurrent_cells_allocate_their_weight_products_divided_by_reuse(make_graph, make_type, rnn_builders, rng,
+                                                                        tmp_path, cell, io_type):
+    """The ALLOCATION limit of a cell's weight products (one unit, every gate, per pipelined
+    iteration) is ceil(products / R), g++-evaluated; on power-of-two scales (no float-scale
+    requantization multipliers) it is also the estimator's multiplier count."""
+    from tessera.compiler.ops import OPS
+
+    if cell == "convlstm":
+        attrs = rnn_builders["convlstm"](rng, 2, 3, kind="int8", forecaster_steps=2)
+        x = make_type(8, 6, True, (3, 2, 4, 4))
+    else:
+        attrs = rnn_builders[cell](rng, 5, 4, "int8")
+        x = make_type(8, 6, True, (3, 5))
+    g = make_graph(x, (cell, attrs))
+    op, node = OPS[cell], g.nodes[0]
+    products = op.weight_products(attrs, g.values[g.input])
+    cells = products if cell == "convlstm" else {"": products}
+    assert all(v > 0 for v in cells.values())
+    assert not op.analyze(attrs, g.values[g.input]).forms  # power-of-two scales: no requantization multipliers
+    for r in (1, 2, 4):
+        prj = write_project(g, None, tmp_path / f"r{r}", HlsOptions(io_type=io_type, reuse=r), tb_samples=2)
+        limits = cell_limits(prj, [k.replace("_products", "_") for k in cells])
+        assert limits == [-(-v // r) for v in cells.values()], (r, limits)
+        est = next(e for e in estimate(g, get_part("xcu250"), reuse=r, io_type=io_type).layers if e.node == node.name)
+        assert est.multipliers == multiplier_limit(sum(cells.values()), 0, r)
+
+
+def cell_limits(prj: Path, prefixes: list[str]) -> list[int]:
+    """``<prefix>multiplier_limit`` of the recurrent layer's config, as g++ evaluates it."""
+    params = (prj / "firmware" / "parameters.h").read_text()
+    (struct,) = re.findall(r"struct (\w+) : nnet::tessera_(?:lstm|gru|convlstm)_config", params)
+    main = prj / "limits.cpp"
+    main.write_text('#include <cstdio>\n#include "firmware/defines.h"\n#include "firmware/parameters.h"\nint main() {\n'
+                    + "".join(f'    std::printf("%u\\n", (unsigned){struct}::{p}multiplier_limit);\n' for p in prefixes) + "}\n")
+    subprocess.run([shutil.which("g++"), "-std=c++17", "-w", "-I.", "-Ifirmware", "-Ifirmware/ap_types", main.name,
+                    "-o", "limits"], cwd=prj, check=True, capture_output=True)
+    return [int(v) for v in subprocess.run([str(prj / "limits")], capture_output=True, text=True, check=True).stdout.split()]
