@@ -8,6 +8,9 @@
 
 namespace nnet {
 
+// A frame of C channels (channel-major: [c][y][x]), as an array declarator.
+#define TESSERA_FRAME(C) [C][CONFIG_T::height][CONFIG_T::width]
+
 // -- ConvLSTM -------------------------------------------------------------------------------
 // Frames are held channel-major ([c][y][x]) inside the kernel; hls4ml's tensors are
 // channels-last per frame ([t][y][x][c]).  Convolutions are 'same' (zero padding k / 2).
@@ -19,7 +22,7 @@ struct tessera_convlstm_config {
 
 // sum over channels and taps of v[ci][py+dy-P][px+dx-P] * w[row][ci][dy][dx]
 template <class acc_T, int KIND, int NC, typename CONFIG_T, class v_T, class w_T>
-inline acc_T tessera_conv_tap(const v_T *v, const w_T *w, int row, int py, int px) {
+inline acc_T tessera_conv_tap(const v_T v TESSERA_FRAME(NC), const w_T *w, int row, int py, int px) {
     #pragma HLS INLINE
     const int K = CONFIG_T::kernel, P = CONFIG_T::kernel / 2, HH = CONFIG_T::height, WW = CONFIG_T::width;
     acc_T acc = 0;
@@ -30,7 +33,7 @@ Channels:
                 const int iy = py + dy - P, ix = px + dx - P;
                 if (iy < 0 || iy >= HH || ix < 0 || ix >= WW)
                     continue;
-                acc += tessera_wmul<KIND>::template mul<acc_T>(v[(ci * HH + iy) * WW + ix],
+                acc += tessera_wmul<KIND>::template mul<acc_T>(v[ci][iy][ix],
                                                                  w[((row * NC + ci) * K + dy) * K + dx]);
             }
     return acc;
@@ -39,15 +42,16 @@ Channels:
 // W_x * x of one gate row at one pixel (0 for a cell without input).
 template <bool HAS_INPUT> struct tessera_convlstm_input_term {
     template <class G, class CELL, typename CONFIG_T>
-    static typename G::ax_t products(const typename CONFIG_T::x_t *x, const typename CELL::wx_t *wx, int row, int py,
-                                     int px) {
+    static typename G::ax_t products(const typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in),
+                                     const typename CELL::wx_t *wx, int row, int py, int px) {
         #pragma HLS INLINE
         return tessera_conv_tap<typename G::ax_t, CELL::wkind, CONFIG_T::n_in, CONFIG_T>(x, wx, row, py, px);
     }
 };
 template <> struct tessera_convlstm_input_term<false> {
     template <class G, class CELL, typename CONFIG_T>
-    static typename G::ax_t products(const typename CONFIG_T::x_t *, const typename CELL::wx_t *, int, int, int) {
+    static typename G::ax_t products(const typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in),
+                                     const typename CELL::wx_t *, int, int, int) {
         return 0;
     }
 };
@@ -55,8 +59,10 @@ template <> struct tessera_convlstm_input_term<false> {
 // The weight products of gate g of unit j at pixel (py, px): row j * 4 + g of the unit-major
 // weights (one unit's four gate kernels are one word of the reshaped arrays).
 template <class G, class CELL, typename CONFIG_T>
-inline void tessera_convlstm_products(int g, int j, int py, int px, const typename CONFIG_T::x_t *x,
-                                      const typename CELL::h_t *h, const typename CELL::wx_t *wx,
+inline void tessera_convlstm_products(int g, int j, int py, int px,
+                                      const typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in),
+                                      const typename CELL::h_t h TESSERA_FRAME(CONFIG_T::n_hidden),
+                                      const typename CELL::wx_t *wx,
                                       const typename CELL::wh_t *wh, typename G::ax_t &ax, typename G::ah_t &ah) {
     #pragma HLS INLINE
     const int row = j * 4 + g;
@@ -86,7 +92,8 @@ inline typename G::act_t tessera_convlstm_gate(int g, int j, const typename G::a
 // gates, every tap of every channel) are one region whose ALLOCATION caps the multipliers at
 // CELL::multiplier_limit = ceil(products / reuse) (ops/convlstm.py: weight_products).
 template <class CELL, typename CONFIG_T>
-void tessera_convlstm_step(const typename CONFIG_T::x_t *x, typename CELL::h_t *h, typename CELL::c_t *c,
+void tessera_convlstm_step(const typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in),
+                           typename CELL::h_t h TESSERA_FRAME(CONFIG_T::n_hidden), typename CELL::c_t *c,
                            const typename CELL::wx_t *wx, const typename CELL::wh_t *wh, const typename CELL::b_t *b,
                            const typename CELL::table_t *gate_table, const typename CELL::ctable_t *cell_table) {
     typedef typename CELL::gate_i GI;
@@ -123,59 +130,86 @@ Hidden:
             tessera_lstm_gating<CELL>(ai, af, ac, ao, c[k], h_new[k], cell_table);
         }
 Update:
-    for (int k = 0; k < (int)(CONFIG_T::n_hidden * NPIX); k++)
-        h[k] = h_new[k];
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        for (int p = 0; p < NPIX; p++)
+            h[j][p / CONFIG_T::width][p % CONFIG_T::width] = h_new[j * NPIX + p];
 }
 
 // The encoder's last states through the forecaster's state quantizers.
 template <typename CONFIG_T>
-void tessera_convlstm_handover(const typename CONFIG_T::enc::h_t *h, const typename CONFIG_T::enc::c_t *c,
-                               typename CONFIG_T::fc::h_t *fh, typename CONFIG_T::fc::c_t *fcs) {
+void tessera_convlstm_handover(const typename CONFIG_T::enc::h_t h TESSERA_FRAME(CONFIG_T::n_hidden),
+                               const typename CONFIG_T::enc::c_t *c,
+                               typename CONFIG_T::fc::h_t fh TESSERA_FRAME(CONFIG_T::n_hidden),
+                               typename CONFIG_T::fc::c_t *fcs) {
     typedef typename CONFIG_T::fc FC;
-    for (int k = 0; k < (int)(CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width); k++) {
-        fh[k] = tessera_requant<typename FC::h_t, CONFIG_T::sh_handover_h, FC::h_mode, FC::h_min, FC::h_max>(h[k]);
-        fcs[k] = tessera_requant<typename FC::c_t, CONFIG_T::sh_handover_c, FC::c_mode, FC::c_min, FC::c_max>(c[k]);
-    }
+    const int NPIX = CONFIG_T::height * CONFIG_T::width;
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        for (int p = 0; p < NPIX; p++) {
+            const int py = p / CONFIG_T::width, px = p % CONFIG_T::width;
+            const int k = j * NPIX + p;
+            fh[j][py][px] = tessera_requant<typename FC::h_t, CONFIG_T::sh_handover_h, FC::h_mode, FC::h_min,
+                                            FC::h_max>(h[j][py][px]);
+            fcs[k] = tessera_requant<typename FC::c_t, CONFIG_T::sh_handover_c, FC::c_mode, FC::c_min, FC::c_max>(c[k]);
+        }
 }
 
-template <class T, typename CONFIG_T> void tessera_convlstm_zero(T *v) {
-    for (int k = 0; k < (int)(CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width); k++)
-        v[k] = 0;
+// Zero states: h (frames of hidden channels) and c (flat, one unit at one pixel per entry).
+template <class H, class C, typename CONFIG_T> void tessera_convlstm_zero(H h TESSERA_FRAME(CONFIG_T::n_hidden), C *c) {
+    const int NPIX = CONFIG_T::height * CONFIG_T::width;
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        for (int p = 0; p < NPIX; p++) {
+            h[j][p / CONFIG_T::width][p % CONFIG_T::width] = 0;
+            c[j * NPIX + p] = 0;
+        }
 }
 
 // channels-last frame t of an array -> channel-major codes
-template <class data_T, typename CONFIG_T> void tessera_convlstm_load(const data_T *data, int t, typename CONFIG_T::x_t *x) {
+template <class data_T, typename CONFIG_T>
+void tessera_convlstm_load(const data_T *data, int t, typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in)) {
     const int NPIX = CONFIG_T::height * CONFIG_T::width;
     for (int p = 0; p < NPIX; p++)
         for (int ci = 0; ci < (int)CONFIG_T::n_in; ci++)
-            x[ci * NPIX + p] = tessera_code_of(data[(t * NPIX + p) * CONFIG_T::n_in + ci]);
+            x[ci][p / CONFIG_T::width][p % CONFIG_T::width] =
+                tessera_code_of(data[(t * NPIX + p) * CONFIG_T::n_in + ci]);
 }
 
-template <class res_T, class h_T, typename CONFIG_T> void tessera_convlstm_store(const h_T *h, int t, res_T *res) {
+template <class res_T, class h_T, typename CONFIG_T>
+void tessera_convlstm_store(const h_T h TESSERA_FRAME(CONFIG_T::n_hidden), int t, res_T *res) {
     const int NPIX = CONFIG_T::height * CONFIG_T::width;
     for (int p = 0; p < NPIX; p++)
         for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
-            res[(t * NPIX + p) * CONFIG_T::n_hidden + j] = tessera_of_code<res_T>(h[j * NPIX + p]);
+            res[(t * NPIX + p) * CONFIG_T::n_hidden + j] =
+                tessera_of_code<res_T>(h[j][p / CONFIG_T::width][p % CONFIG_T::width]);
 }
 
-template <class data_T, typename CONFIG_T> void tessera_convlstm_read(hls::stream<data_T> &data, typename CONFIG_T::x_t *x) {
+template <class data_T, typename CONFIG_T>
+void tessera_convlstm_read(hls::stream<data_T> &data, typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in)) {
     const int NPIX = CONFIG_T::height * CONFIG_T::width;
     for (int p = 0; p < NPIX; p++) {
         data_T in = data.read();
         for (int ci = 0; ci < (int)CONFIG_T::n_in; ci++)
-            x[ci * NPIX + p] = tessera_code_of(in[ci]);
+            x[ci][p / CONFIG_T::width][p % CONFIG_T::width] = tessera_code_of(in[ci]);
     }
 }
 
-template <class res_T, class h_T, typename CONFIG_T> void tessera_convlstm_write(const h_T *h, hls::stream<res_T> &res) {
+template <class res_T, class h_T, typename CONFIG_T>
+void tessera_convlstm_write(const h_T h TESSERA_FRAME(CONFIG_T::n_hidden), hls::stream<res_T> &res) {
     const int NPIX = CONFIG_T::height * CONFIG_T::width;
     for (int p = 0; p < NPIX; p++) {
         res_T out;
         for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
-            out[j] = tessera_of_code<typename res_T::value_type>(h[j * NPIX + p]);
+            out[j] = tessera_of_code<typename res_T::value_type>(h[j][p / CONFIG_T::width][p % CONFIG_T::width]);
         res.write(out);
     }
 }
+
+// A frame (channels x height x width) read by the gate convolutions: every channel of a
+// K x K window per iteration, so partitioned completely over the channels and cyclically by K
+// over rows and columns (every value a window reads in its own bank).
+#define TESSERA_CONVLSTM_WINDOWED(V)                                                                                   \
+    TESSERA_PRAGMA(HLS ARRAY_PARTITION variable = V complete dim = 1)                                                 \
+    TESSERA_PRAGMA(HLS ARRAY_PARTITION variable = V cyclic factor = TESSERA_CONVLSTM_K dim = 2)                       \
+    TESSERA_PRAGMA(HLS ARRAY_PARTITION variable = V cyclic factor = TESSERA_CONVLSTM_K dim = 3)
 
 // A cell's weights, biases and tables: one unit's four gate kernels (every channel and tap)
 // are one word of the reshaped weights, its four biases one word, each gate's table its own
@@ -187,22 +221,25 @@ template <class res_T, class h_T, typename CONFIG_T> void tessera_convlstm_write
     TESSERA_PRAGMA(HLS ARRAY_PARTITION variable = CELL##_gate_table block factor = 4)
 
 #define TESSERA_CONVLSTM_STATE(CELL)                                                                                   \
-    typename CELL::h_t CELL##_h[CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width];                               \
+    typename CELL::h_t CELL##_h TESSERA_FRAME(CONFIG_T::n_hidden);                                          \
+    TESSERA_CONVLSTM_WINDOWED(CELL##_h)                                                                                \
     typename CELL::c_t CELL##_c[CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width];                               \
-    tessera_convlstm_zero<typename CELL::h_t, CONFIG_T>(CELL##_h);                                                     \
-    tessera_convlstm_zero<typename CELL::c_t, CONFIG_T>(CELL##_c);
+    tessera_convlstm_zero<typename CELL::h_t, typename CELL::c_t, CONFIG_T>(CELL##_h, CELL##_c);
 
 // Encoder only: every step's hidden state out.
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_convlstm_cl(data_T data[],
     res_T res[],
     typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
+                                                     CONFIG_T::kernel * CONFIG_T::kernel],
     typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
     typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
     typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
     typedef typename CONFIG_T::enc enc;
-    typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
+    const int TESSERA_CONVLSTM_K = CONFIG_T::kernel;
+    typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in);
+    TESSERA_CONVLSTM_WINDOWED(x)
     TESSERA_CONVLSTM_STATE(enc)
     TESSERA_CONVLSTM_MEMORIES(enc)
     const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
@@ -219,12 +256,15 @@ template <class data_T, class res_T, typename CONFIG_T>
 void tessera_convlstm_stream(hls::stream<data_T> &data,
     hls::stream<res_T> &res,
     typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
+                                                     CONFIG_T::kernel * CONFIG_T::kernel],
     typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
     typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
     typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
     typedef typename CONFIG_T::enc enc;
-    typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
+    const int TESSERA_CONVLSTM_K = CONFIG_T::kernel;
+    typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in);
+    TESSERA_CONVLSTM_WINDOWED(x)
     TESSERA_CONVLSTM_STATE(enc)
     TESSERA_CONVLSTM_MEMORIES(enc)
     const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
@@ -243,17 +283,21 @@ template <class data_T, class res_T, typename CONFIG_T>
 void tessera_convlstm_forecast_cl(data_T data[],
     res_T res[],
     typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
+                                                     CONFIG_T::kernel * CONFIG_T::kernel],
     typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
     typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
     typename CONFIG_T::enc::ctable_t enc_cell_table[],
-    typename CONFIG_T::fc::wh_t fc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::fc::wh_t fc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
+                                                     CONFIG_T::kernel * CONFIG_T::kernel],
     typename CONFIG_T::fc::b_t fc_b[4 * CONFIG_T::n_hidden],
     typename CONFIG_T::fc::table_t fc_gate_table[CONFIG_T::fc::table_entries],
     typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
     typedef typename CONFIG_T::enc enc;
     typedef typename CONFIG_T::fc fc;
-    typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
+    const int TESSERA_CONVLSTM_K = CONFIG_T::kernel;
+    typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in);
+    TESSERA_CONVLSTM_WINDOWED(x)
     TESSERA_CONVLSTM_STATE(enc)
     TESSERA_CONVLSTM_STATE(fc)
     const typename fc::wx_t fc_no_input[1] = {0}; // the forecaster has no input: never read
@@ -278,17 +322,21 @@ template <class data_T, class res_T, typename CONFIG_T>
 void tessera_convlstm_forecast_stream(hls::stream<data_T> &data,
     hls::stream<res_T> &res,
     typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
+                                                     CONFIG_T::kernel * CONFIG_T::kernel],
     typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
     typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
     typename CONFIG_T::enc::ctable_t enc_cell_table[],
-    typename CONFIG_T::fc::wh_t fc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden * CONFIG_T::kernel * CONFIG_T::kernel],
+    typename CONFIG_T::fc::wh_t fc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
+                                                     CONFIG_T::kernel * CONFIG_T::kernel],
     typename CONFIG_T::fc::b_t fc_b[4 * CONFIG_T::n_hidden],
     typename CONFIG_T::fc::table_t fc_gate_table[CONFIG_T::fc::table_entries],
     typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
     typedef typename CONFIG_T::enc enc;
     typedef typename CONFIG_T::fc fc;
-    typename CONFIG_T::x_t x[CONFIG_T::n_in * CONFIG_T::height * CONFIG_T::width];
+    const int TESSERA_CONVLSTM_K = CONFIG_T::kernel;
+    typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in);
+    TESSERA_CONVLSTM_WINDOWED(x)
     TESSERA_CONVLSTM_STATE(enc)
     TESSERA_CONVLSTM_STATE(fc)
     const typename fc::wx_t fc_no_input[1] = {0}; // the forecaster has no input: never read
@@ -308,6 +356,8 @@ Forecast:
         tessera_convlstm_write<res_T, typename fc::h_t, CONFIG_T>(fc_h, res);
     }
 }
+
+#undef TESSERA_FRAME
 
 } // namespace nnet
 
