@@ -223,27 +223,42 @@ void tessera_convlstm_write(const h_T h TESSERA_FRAME(CONFIG_T::n_hidden), hls::
 #define TESSERA_CONVLSTM_STATE(CELL)                                                                                   \
     typename CELL::h_t CELL##_h TESSERA_FRAME(CONFIG_T::n_hidden);                                          \
     TESSERA_CONVLSTM_WINDOWED(CELL##_h)                                                                                \
-    typename CELL::c_t CELL##_c[CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width];                               \
+    typename CELL::c_t CELL##_c[CONFIG_T::n_hidden * CONFIG_T::height * CONFIG_T::width];                              \
     tessera_convlstm_zero<typename CELL::h_t, typename CELL::c_t, CONFIG_T>(CELL##_h, CELL##_c);
+
+// A cell's arrays as kernel arguments (the order of the function templates), and the
+// encoder's with its input weights.
+#define TESSERA_CONVLSTM_CELL_ARGS(CELL)                                                                               \
+    typename CONFIG_T::CELL::wh_t CELL##_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *                              \
+            CONFIG_T::kernel * CONFIG_T::kernel],                                                                      \
+        typename CONFIG_T::CELL::b_t CELL##_b[4 * CONFIG_T::n_hidden],                                                 \
+        typename CONFIG_T::CELL::table_t CELL##_gate_table[CONFIG_T::CELL::table_entries],                             \
+        typename CONFIG_T::CELL::ctable_t CELL##_cell_table[]
+#define TESSERA_CONVLSTM_ENCODER_ARGS                                                                                  \
+    typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in *                                      \
+            CONFIG_T::kernel * CONFIG_T::kernel],                                                                      \
+        TESSERA_CONVLSTM_CELL_ARGS(enc)
+
+// The encoder's frames, states and memories (every driver), and the forecaster's.
+#define TESSERA_CONVLSTM_ENCODER                                                                                       \
+    typedef typename CONFIG_T::enc enc;                                                                                \
+    const int TESSERA_CONVLSTM_K = CONFIG_T::kernel;                                                                   \
+    typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in);                                                            \
+    TESSERA_CONVLSTM_WINDOWED(x)                                                                                       \
+    TESSERA_CONVLSTM_STATE(enc)                                                                                        \
+    TESSERA_CONVLSTM_MEMORIES(enc)                                                                                     \
+    const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;                                   \
+    TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = enc_wx cyclic factor = ENC_WX_ROW)
+#define TESSERA_CONVLSTM_FORECASTER                                                                                    \
+    typedef typename CONFIG_T::fc fc;                                                                                  \
+    TESSERA_CONVLSTM_STATE(fc)                                                                                         \
+    TESSERA_CONVLSTM_MEMORIES(fc)                                                                                      \
+    const typename fc::wx_t fc_no_input[1] = {0}; /* the forecaster has no input: never read */
 
 // Encoder only: every step's hidden state out.
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_convlstm_cl(data_T data[],
-    res_T res[],
-    typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
-                                                     CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
-    typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
-    typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
-    typedef typename CONFIG_T::enc enc;
-    const int TESSERA_CONVLSTM_K = CONFIG_T::kernel;
-    typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in);
-    TESSERA_CONVLSTM_WINDOWED(x)
-    TESSERA_CONVLSTM_STATE(enc)
-    TESSERA_CONVLSTM_MEMORIES(enc)
-    const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
-    #pragma HLS ARRAY_RESHAPE variable = enc_wx cyclic factor = ENC_WX_ROW
+void tessera_convlstm_cl(data_T data[], res_T res[], TESSERA_CONVLSTM_ENCODER_ARGS) {
+    TESSERA_CONVLSTM_ENCODER
 Steps:
     for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
         tessera_convlstm_load<data_T, CONFIG_T>(data, t, x);
@@ -253,22 +268,8 @@ Steps:
 }
 
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_convlstm_stream(hls::stream<data_T> &data,
-    hls::stream<res_T> &res,
-    typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
-                                                     CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
-    typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
-    typename CONFIG_T::enc::ctable_t enc_cell_table[]) {
-    typedef typename CONFIG_T::enc enc;
-    const int TESSERA_CONVLSTM_K = CONFIG_T::kernel;
-    typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in);
-    TESSERA_CONVLSTM_WINDOWED(x)
-    TESSERA_CONVLSTM_STATE(enc)
-    TESSERA_CONVLSTM_MEMORIES(enc)
-    const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
-    #pragma HLS ARRAY_RESHAPE variable = enc_wx cyclic factor = ENC_WX_ROW
+void tessera_convlstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TESSERA_CONVLSTM_ENCODER_ARGS) {
+    TESSERA_CONVLSTM_ENCODER
 Steps:
     for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
         tessera_convlstm_read<data_T, CONFIG_T>(data, x);
@@ -280,31 +281,10 @@ Steps:
 // Encoder over the input frames, then the forecaster (no input) for steps_out steps; the
 // forecaster's hidden states out.
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_convlstm_forecast_cl(data_T data[],
-    res_T res[],
-    typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
-                                                     CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
-    typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
-    typename CONFIG_T::enc::ctable_t enc_cell_table[],
-    typename CONFIG_T::fc::wh_t fc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
-                                                     CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::fc::b_t fc_b[4 * CONFIG_T::n_hidden],
-    typename CONFIG_T::fc::table_t fc_gate_table[CONFIG_T::fc::table_entries],
-    typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
-    typedef typename CONFIG_T::enc enc;
-    typedef typename CONFIG_T::fc fc;
-    const int TESSERA_CONVLSTM_K = CONFIG_T::kernel;
-    typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in);
-    TESSERA_CONVLSTM_WINDOWED(x)
-    TESSERA_CONVLSTM_STATE(enc)
-    TESSERA_CONVLSTM_STATE(fc)
-    const typename fc::wx_t fc_no_input[1] = {0}; // the forecaster has no input: never read
-    TESSERA_CONVLSTM_MEMORIES(enc)
-    const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
-    #pragma HLS ARRAY_RESHAPE variable = enc_wx cyclic factor = ENC_WX_ROW
-    TESSERA_CONVLSTM_MEMORIES(fc)
+void tessera_convlstm_forecast_cl(data_T data[], res_T res[], TESSERA_CONVLSTM_ENCODER_ARGS,
+                                  TESSERA_CONVLSTM_CELL_ARGS(fc)) {
+    TESSERA_CONVLSTM_ENCODER
+    TESSERA_CONVLSTM_FORECASTER
 Encode:
     for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
         tessera_convlstm_load<data_T, CONFIG_T>(data, t, x);
@@ -319,31 +299,10 @@ Forecast:
 }
 
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_convlstm_forecast_stream(hls::stream<data_T> &data,
-    hls::stream<res_T> &res,
-    typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::wh_t enc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
-                                                     CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::enc::b_t enc_b[4 * CONFIG_T::n_hidden],
-    typename CONFIG_T::enc::table_t enc_gate_table[CONFIG_T::enc::table_entries],
-    typename CONFIG_T::enc::ctable_t enc_cell_table[],
-    typename CONFIG_T::fc::wh_t fc_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *
-                                                     CONFIG_T::kernel * CONFIG_T::kernel],
-    typename CONFIG_T::fc::b_t fc_b[4 * CONFIG_T::n_hidden],
-    typename CONFIG_T::fc::table_t fc_gate_table[CONFIG_T::fc::table_entries],
-    typename CONFIG_T::fc::ctable_t fc_cell_table[]) {
-    typedef typename CONFIG_T::enc enc;
-    typedef typename CONFIG_T::fc fc;
-    const int TESSERA_CONVLSTM_K = CONFIG_T::kernel;
-    typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in);
-    TESSERA_CONVLSTM_WINDOWED(x)
-    TESSERA_CONVLSTM_STATE(enc)
-    TESSERA_CONVLSTM_STATE(fc)
-    const typename fc::wx_t fc_no_input[1] = {0}; // the forecaster has no input: never read
-    TESSERA_CONVLSTM_MEMORIES(enc)
-    const int ENC_WX_ROW = 4 * CONFIG_T::n_in * CONFIG_T::kernel * CONFIG_T::kernel;
-    #pragma HLS ARRAY_RESHAPE variable = enc_wx cyclic factor = ENC_WX_ROW
-    TESSERA_CONVLSTM_MEMORIES(fc)
+void tessera_convlstm_forecast_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TESSERA_CONVLSTM_ENCODER_ARGS,
+                                      TESSERA_CONVLSTM_CELL_ARGS(fc)) {
+    TESSERA_CONVLSTM_ENCODER
+    TESSERA_CONVLSTM_FORECASTER
 Encode:
     for (int t = 0; t < (int)CONFIG_T::n_steps; t++) {
         tessera_convlstm_read<data_T, CONFIG_T>(data, x);

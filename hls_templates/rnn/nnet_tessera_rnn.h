@@ -107,14 +107,15 @@ struct tessera_lstm_config {
     static const unsigned reuse_factor = 1;
 };
 
-// The weight products of gate g of unit j: W_x x and W_h h of row j * 4 + g of the
-// unit-major weights (one unit's four gate rows are one word of the reshaped arrays).
-template <class G, typename CONFIG_T>
-inline void tessera_lstm_products(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
+// The weight products of gate g of unit j of a dense cell with GATES gates (LSTM 4, GRU 3):
+// W_x x and W_h h of row j * GATES + g of the unit-major weights (one unit's gate rows are
+// one word of the reshaped arrays).
+template <class G, typename CONFIG_T, int GATES>
+inline void tessera_cell_products(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
                                   const typename CONFIG_T::h_t h[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
                                   const typename CONFIG_T::wh_t *wh, typename G::ax_t &ax, typename G::ah_t &ah) {
     #pragma HLS INLINE
-    const int row = j * 4 + g;
+    const int row = j * GATES + g;
     ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
     ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
 }
@@ -151,7 +152,7 @@ template <bool CIFG> struct tessera_lstm_forget {
                          const typename CONFIG_T::h_t h[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
                          const typename CONFIG_T::wh_t *wh, sums<CONFIG_T> &s) {
         #pragma HLS INLINE
-        tessera_lstm_products<typename CONFIG_T::gate_f, CONFIG_T>(1, j, x, h, wx, wh, s.ax, s.ah);
+        tessera_cell_products<typename CONFIG_T::gate_f, CONFIG_T, 4>(1, j, x, h, wx, wh, s.ax, s.ah);
     }
     template <typename CONFIG_T, class I>
     static typename CONFIG_T::gate_f::act_t get(const I &, int j, const sums<CONFIG_T> &s, const typename CONFIG_T::b_t *b,
@@ -226,10 +227,10 @@ Hidden:
         typename GO::ah_t aho;
     Products: {
         #pragma HLS ALLOCATION operation instances = mul limit = CONFIG_T::multiplier_limit
-        tessera_lstm_products<GI, CONFIG_T>(0, j, x, h, wx, wh, axi, ahi);
+        tessera_cell_products<GI, CONFIG_T, 4>(0, j, x, h, wx, wh, axi, ahi);
         FORGET::template products<CONFIG_T>(j, x, h, wx, wh, sf);
-        tessera_lstm_products<GC, CONFIG_T>(2, j, x, h, wx, wh, axc, ahc);
-        tessera_lstm_products<GO, CONFIG_T>(3, j, x, h, wx, wh, axo, aho);
+        tessera_cell_products<GC, CONFIG_T, 4>(2, j, x, h, wx, wh, axc, ahc);
+        tessera_cell_products<GO, CONFIG_T, 4>(3, j, x, h, wx, wh, axo, aho);
     }
         typename GI::act_t ai = tessera_lstm_gate<GI, CONFIG_T>(0, j, axi, ahi, b, gate_table);
         typename CONFIG_T::gate_f::act_t af = FORGET::template get<CONFIG_T>(ai, j, sf, b, gate_table);
@@ -248,22 +249,30 @@ Update:
 // every iteration (registers); one unit's weights and biases are one word of the reshaped
 // arrays (the unit-major row block); each gate's table is its own memory (one lookup per
 // gate per iteration; the compiler pads the tables to one length).
-template <class data_T, class res_T, typename CONFIG_T>
-void tessera_lstm_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out],
-                     typename CONFIG_T::wx_t wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in],
-                     typename CONFIG_T::wh_t wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],
-                     typename CONFIG_T::b_t b[4 * CONFIG_T::n_hidden], typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries],
-                     typename CONFIG_T::ctable_t cell_table[]) {
-    typename CONFIG_T::x_t x[CONFIG_T::n_in];
-    typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
+#define TESSERA_DENSE_CELL_MEMORIES(GATES)                                                                             \
+    typename CONFIG_T::x_t x[CONFIG_T::n_in];                                                                          \
+    typename CONFIG_T::h_t h[CONFIG_T::n_hidden];                                                                      \
+    const int WX_ROW = GATES * CONFIG_T::n_in, WH_ROW = GATES * CONFIG_T::n_hidden;                                    \
+    TESSERA_PRAGMA(HLS ARRAY_PARTITION variable = x complete)                                                          \
+    TESSERA_PRAGMA(HLS ARRAY_PARTITION variable = h complete)                                                          \
+    TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = wx cyclic factor = WX_ROW)                                             \
+    TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = wh cyclic factor = WH_ROW)                                             \
+    TESSERA_PRAGMA(HLS ARRAY_PARTITION variable = gate_table block factor = GATES)
+
+// An LSTM's arrays as kernel arguments (the order of its function template), and its state.
+#define TESSERA_LSTM_ARGS                                                                                              \
+    typename CONFIG_T::wx_t wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in],                                               \
+        typename CONFIG_T::wh_t wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],                                       \
+        typename CONFIG_T::b_t b[4 * CONFIG_T::n_hidden], typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries], \
+        typename CONFIG_T::ctable_t cell_table[]
+#define TESSERA_LSTM_MEMORIES                                                                                          \
+    TESSERA_DENSE_CELL_MEMORIES(4)                                                                                     \
+    TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = b cyclic factor = 4)                                                   \
     typename CONFIG_T::c_t c[CONFIG_T::n_hidden];
-    const int WX_ROW = 4 * CONFIG_T::n_in, WH_ROW = 4 * CONFIG_T::n_hidden;
-    #pragma HLS ARRAY_PARTITION variable = x complete
-    #pragma HLS ARRAY_PARTITION variable = h complete
-    #pragma HLS ARRAY_RESHAPE variable = wx cyclic factor = WX_ROW
-    #pragma HLS ARRAY_RESHAPE variable = wh cyclic factor = WH_ROW
-    #pragma HLS ARRAY_RESHAPE variable = b cyclic factor = 4
-    #pragma HLS ARRAY_PARTITION variable = gate_table block factor = 4
+
+template <class data_T, class res_T, typename CONFIG_T>
+void tessera_lstm_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out], TESSERA_LSTM_ARGS) {
+    TESSERA_LSTM_MEMORIES
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
         h[j] = 0;
         c[j] = 0;
@@ -279,21 +288,8 @@ Steps:
 // Streaming over time: one input word (a step's features) in, one hidden state out per step
 // (or one at the end); the state stays on chip.
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
-                         typename CONFIG_T::wx_t wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in],
-                         typename CONFIG_T::wh_t wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],
-                         typename CONFIG_T::b_t b[4 * CONFIG_T::n_hidden], typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries],
-                         typename CONFIG_T::ctable_t cell_table[]) {
-    typename CONFIG_T::x_t x[CONFIG_T::n_in];
-    typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
-    typename CONFIG_T::c_t c[CONFIG_T::n_hidden];
-    const int WX_ROW = 4 * CONFIG_T::n_in, WH_ROW = 4 * CONFIG_T::n_hidden;
-    #pragma HLS ARRAY_PARTITION variable = x complete
-    #pragma HLS ARRAY_PARTITION variable = h complete
-    #pragma HLS ARRAY_RESHAPE variable = wx cyclic factor = WX_ROW
-    #pragma HLS ARRAY_RESHAPE variable = wh cyclic factor = WH_ROW
-    #pragma HLS ARRAY_RESHAPE variable = b cyclic factor = 4
-    #pragma HLS ARRAY_PARTITION variable = gate_table block factor = 4
+void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TESSERA_LSTM_ARGS) {
+    TESSERA_LSTM_MEMORIES
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
         h[j] = 0;
         c[j] = 0;
@@ -345,18 +341,6 @@ template <class G, class acc_T, class t_T> inline typename G::q_t tessera_gru_rq
     return tessera_gate_rq<G>(acc);
 }
 
-// The weight products of gate g of unit j: W_x x and W_h h of row j * 3 + g of the
-// unit-major weights (one unit's three gate rows are one word of the reshaped arrays).
-template <class G, typename CONFIG_T>
-inline void tessera_gru_products(int g, int j, const typename CONFIG_T::x_t x[CONFIG_T::n_in],
-                                 const typename CONFIG_T::h_t h[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
-                                 const typename CONFIG_T::wh_t *wh, typename G::ax_t &ax, typename G::ah_t &ah) {
-    #pragma HLS INLINE
-    const int row = j * 3 + g;
-    ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
-    ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
-}
-
 // gi = W_x x + b_x and gh = W_h h + b_h of one gate row, each on its own exact grid.
 template <class G, typename CONFIG_T>
 inline void tessera_gru_linear(int g, int j, const typename G::ax_t &ax, const typename G::ah_t &ah,
@@ -393,9 +377,9 @@ Hidden:
         typename GN::ah_t ahn;
     Products: {
         #pragma HLS ALLOCATION operation instances = mul limit = CONFIG_T::multiplier_limit
-        tessera_gru_products<GR, CONFIG_T>(0, j, x, h, wx, wh, axr, ahr);
-        tessera_gru_products<GZ, CONFIG_T>(1, j, x, h, wx, wh, axz, ahz);
-        tessera_gru_products<GN, CONFIG_T>(2, j, x, h, wx, wh, axn, ahn);
+        tessera_cell_products<GR, CONFIG_T, 3>(0, j, x, h, wx, wh, axr, ahr);
+        tessera_cell_products<GZ, CONFIG_T, 3>(1, j, x, h, wx, wh, axz, ahz);
+        tessera_cell_products<GN, CONFIG_T, 3>(2, j, x, h, wx, wh, axn, ahn);
     }
         typename GR::gi_t gir;
         typename GR::gh_t ghr;
@@ -439,23 +423,22 @@ Update:
     }
 }
 
+// A GRU's arrays as kernel arguments (the order of its function template), and their memories.
+#define TESSERA_GRU_ARGS                                                                                               \
+    typename CONFIG_T::wx_t wx[3 * CONFIG_T::n_hidden * CONFIG_T::n_in],                                               \
+        typename CONFIG_T::wh_t wh[3 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],                                       \
+        typename CONFIG_T::bx_t bx[3 * CONFIG_T::n_hidden], typename CONFIG_T::bh_t bh[3 * CONFIG_T::n_hidden],        \
+        typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries],                                                \
+        typename CONFIG_T::thr_t thr[CONFIG_T::thr_entries]
+#define TESSERA_GRU_MEMORIES                                                                                           \
+    TESSERA_DENSE_CELL_MEMORIES(3)                                                                                     \
+    TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = bx cyclic factor = 3)                                                  \
+    TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = bh cyclic factor = 3)                                                  \
+    TESSERA_PRAGMA(HLS ARRAY_PARTITION variable = thr complete)
+
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_gru_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out],
-                    typename CONFIG_T::wx_t wx[3 * CONFIG_T::n_hidden * CONFIG_T::n_in],
-                    typename CONFIG_T::wh_t wh[3 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],
-                    typename CONFIG_T::bx_t bx[3 * CONFIG_T::n_hidden], typename CONFIG_T::bh_t bh[3 * CONFIG_T::n_hidden],
-                    typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries], typename CONFIG_T::thr_t thr[CONFIG_T::thr_entries]) {
-    typename CONFIG_T::x_t x[CONFIG_T::n_in];
-    typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
-    const int WX_ROW = 3 * CONFIG_T::n_in, WH_ROW = 3 * CONFIG_T::n_hidden;
-    #pragma HLS ARRAY_PARTITION variable = x complete
-    #pragma HLS ARRAY_PARTITION variable = h complete
-    #pragma HLS ARRAY_RESHAPE variable = wx cyclic factor = WX_ROW
-    #pragma HLS ARRAY_RESHAPE variable = wh cyclic factor = WH_ROW
-    #pragma HLS ARRAY_RESHAPE variable = bx cyclic factor = 3
-    #pragma HLS ARRAY_RESHAPE variable = bh cyclic factor = 3
-    #pragma HLS ARRAY_PARTITION variable = gate_table block factor = 3
-    #pragma HLS ARRAY_PARTITION variable = thr complete
+void tessera_gru_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out], TESSERA_GRU_ARGS) {
+    TESSERA_GRU_MEMORIES
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
         h[j] = 0;
 Steps:
@@ -467,22 +450,8 @@ Steps:
 }
 
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_gru_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
-                        typename CONFIG_T::wx_t wx[3 * CONFIG_T::n_hidden * CONFIG_T::n_in],
-                        typename CONFIG_T::wh_t wh[3 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],
-                        typename CONFIG_T::bx_t bx[3 * CONFIG_T::n_hidden], typename CONFIG_T::bh_t bh[3 * CONFIG_T::n_hidden],
-                        typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries], typename CONFIG_T::thr_t thr[CONFIG_T::thr_entries]) {
-    typename CONFIG_T::x_t x[CONFIG_T::n_in];
-    typename CONFIG_T::h_t h[CONFIG_T::n_hidden];
-    const int WX_ROW = 3 * CONFIG_T::n_in, WH_ROW = 3 * CONFIG_T::n_hidden;
-    #pragma HLS ARRAY_PARTITION variable = x complete
-    #pragma HLS ARRAY_PARTITION variable = h complete
-    #pragma HLS ARRAY_RESHAPE variable = wx cyclic factor = WX_ROW
-    #pragma HLS ARRAY_RESHAPE variable = wh cyclic factor = WH_ROW
-    #pragma HLS ARRAY_RESHAPE variable = bx cyclic factor = 3
-    #pragma HLS ARRAY_RESHAPE variable = bh cyclic factor = 3
-    #pragma HLS ARRAY_PARTITION variable = gate_table block factor = 3
-    #pragma HLS ARRAY_PARTITION variable = thr complete
+void tessera_gru_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TESSERA_GRU_ARGS) {
+    TESSERA_GRU_MEMORIES
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
         h[j] = 0;
     typename data_T::value_type buf[CONFIG_T::reverse ? CONFIG_T::n_steps * CONFIG_T::n_in : 1];
