@@ -7,7 +7,9 @@ SFC / LFC / CNV in their shipped bit widths and ResNet-18 4W4A (its float input 
 BatchNorm statistics (TFC / SFC also after ``TRAIN_EPOCHS`` epochs on the real training
 digits), and the Brevitas default-quantizer
 models of ``models/brevitas_default.py`` (all exported into the work folder; no weights
-enter the repository).  ``--keep-rows`` measures only ``--models`` and keeps the other rows of
+enter the repository).  The zoo files are measured in both io types (``zoo <name> io_stream``
+rows: both tools compile the file for io_stream; the other models in the io type their
+shapes call for).  ``--keep-rows`` measures only ``--models`` and keeps the other rows of
 the last ``realworld.json`` (each row records its run).
 
 Per model, in one run, on the same real inputs (random full-range codes mapped to the
@@ -19,7 +21,7 @@ centre of their input interval; plus the 1,000 real test digits for the 28x28 MN
   seconds, and the estimator's resources of the requantization layers (``rescale``);
 - hls4ml 1.3 through its documented QONNX flow (qonnx clean-up, ``ConvertToChannelsLastAndClean``,
   ``GemmToMatMul``, ``config_from_onnx_model(default_precision='fixed<16,6>')``,
-  ``convert_from_onnx_model``, Vitis back end, io_parallel; the legacy custom-op domains
+  ``convert_from_onnx_model``, Vitis back end, the row's io type; the legacy custom-op domains
   renamed to qonnx's first, as Tessera does): converts?, its C-simulation ``predict`` compared
   with the same float64 executor.
 
@@ -61,7 +63,12 @@ ZOO_MODELS = {
 }
 
 
-def hls4ml_predict(model_path: Path, x: np.ndarray, out_dir: Path) -> tuple[np.ndarray | None, dict]:
+#: a zoo label with this suffix: the same file compiled for io_stream (both tools)
+STREAM = " io_stream"
+
+
+def hls4ml_predict(model_path: Path, x: np.ndarray, out_dir: Path,
+                   io_type: str = "io_parallel") -> tuple[np.ndarray | None, dict]:
     """hls4ml 1.3's documented QONNX flow on the user's file; (outputs, timings or error)."""
     import onnx
 
@@ -81,7 +88,7 @@ def hls4ml_predict(model_path: Path, x: np.ndarray, out_dir: Path) -> tuple[np.n
             m = cleanup_model(m.transform(ConvertToChannelsLastAndClean()).transform(GemmToMatMul()))
             cfg = hls4ml.utils.config.config_from_onnx_model(m, granularity="name", backend="Vitis",
                                                              default_precision="fixed<16,6>")
-            hm = hls4ml.converters.convert_from_onnx_model(m, output_dir=str(out_dir), io_type="io_parallel",
+            hm = hls4ml.converters.convert_from_onnx_model(m, output_dir=str(out_dir), io_type=io_type,
                                                            backend="Vitis", hls_config=cfg)
             t1 = time.perf_counter()
             hm.compile()
@@ -135,7 +142,8 @@ def _executor(path: Path):
     return run, "the file run in float64 by the cell executor (models/rnn/onnx_run.py)"
 
 
-def run_model(label: str, path: Path, input_type: str | None, digits: bool, work: Path, samples: int) -> dict:
+def run_model(label: str, path: Path, input_type: str | None, digits: bool, work: Path, samples: int,
+              io_type: str | None = None) -> dict:
     from hls_bench import measure_project
 
     import onnx
@@ -156,7 +164,7 @@ def run_model(label: str, path: Path, input_type: str | None, digits: bool, work
         if not data.exists():
             np.save(data, load_digits()[2])
     graph = api.load_model(path, input_type)
-    io_type = "stream" if any(len(graph.values[n.output].shape) == 3 for n in graph.nodes) else "parallel"
+    io_type = io_type or ("stream" if any(len(graph.values[n.output].shape) == 3 for n in graph.nodes) else "parallel")
     executor, executor_name = _executor(path)
     try:
         row["tessera"] = measure_project(path, work / f"{safe}_tessera", io_type, samples, data=data,
@@ -176,7 +184,7 @@ def run_model(label: str, path: Path, input_type: str | None, digits: bool, work
     dims = [d.dim_value for d in onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim[1:]]
     x = x.reshape(len(x), *dims) if all(dims) and int(np.prod(dims)) == x[0].size else x
     full = IndependentExecutor(onnx.load(str(path))).run(x) if executor is None else executor(x)
-    y, info = hls4ml_predict(path, x, work / f"{safe}_hls4ml")
+    y, info = hls4ml_predict(path, x, work / f"{safe}_hls4ml", io_type=f"io_{io_type}")
     row["hls4ml"] = info | ({"converts": True} | compare(y, False, graph, full) if y is not None else {"converts": False})
     return row
 
@@ -204,7 +212,8 @@ def render(doc: dict, out: Path) -> None:
              "the MNIST models), g++ C-simulation vs exact reference, and exact reference vs the user's file in float64 "
              "(ONNX reference evaluator, qonnx's QONNX ops; for the QuantLSTM, which no ONNX executor runs, the file's "
              "float64 cell executor `models/rnn/onnx_run.py`). ResNet-18's float input is declared `fixed<8,1>`. hls4ml: its documented QONNX flow, `fixed<16,6>` default "
-             "precision, io_parallel, `predict` vs the same float64 executor on the same inputs. Rules: see "
+             "precision, the row's io type, `predict` vs the same float64 executor on the same inputs. The six zoo files "
+             "are measured in both io types (the `io_stream` rows). Rules: see "
              "`bench/realworld.py`'s docstring; a trailing Softmax is compared as logits for Tessera, as probabilities "
              "for hls4ml.", "",
              "| model | Tessera io | verified samples | outputs | C-sim mismatches | equal to the user's model | compile s | "
@@ -230,9 +239,10 @@ def render(doc: dict, out: Path) -> None:
     total = sum(r["tessera"]["independent"]["outputs"] for r in ok)
     equal = sum(r["tessera"]["independent"]["equal"] for r in ok)
     mism = sum(r["tessera"]["mismatches"] for r in ok)
-    lines += ["", f"Tessera: {len(ok)} of {len(rows)} models compiled and verified; {mism} C-simulation mismatches; "
-              f"{equal:,} of {total:,} outputs equal to the user's model. hls4ml converted "
-              f"{sum(bool(r['hls4ml'].get('converts')) for r in rows)} of {len(rows)}.", "",
+    models = len({r["model"].removesuffix(STREAM) for r in rows})
+    lines += ["", f"Tessera: {len(ok)} of {len(rows)} rows ({models} models, the zoo's in both io types) compiled and "
+              f"verified; {mism} C-simulation mismatches; {equal:,} of {total:,} outputs equal to the user's model. "
+              f"hls4ml converted {sum(bool(r['hls4ml'].get('converts')) for r in rows)} of {len(rows)}.", "",
               "![realworld](realworld.png)", ""]
     (out / "realworld.md").write_text("\n".join(lines))
     fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.7), 4))
@@ -256,7 +266,8 @@ def render(doc: dict, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="*", default=[*ZOO_MODELS, *(f"bnn_pynq {m}" for m in (*BNN_PYNQ, RESNET18)),
+    ap.add_argument("--models", nargs="*", default=[*ZOO_MODELS, *(f"{m}{STREAM}" for m in ZOO_MODELS),
+                                                    *(f"bnn_pynq {m}" for m in (*BNN_PYNQ, RESNET18)),
                                                     *(f"bnn_pynq {m} trained" for m in BNN_PYNQ if m[:3] in ("tfc", "sfc")),
                                                     *(f"brevitas {m}" for m in BREVITAS_DEFAULT)])
     ap.add_argument("--keep-rows", action="store_true",
@@ -282,8 +293,9 @@ def main() -> None:
     rows = []
     for label in args.models:
         t0 = time.perf_counter()
-        if label in ZOO_MODELS:
-            rel, input_type, digits = ZOO_MODELS[label]
+        base = label.removesuffix(STREAM)
+        if base in ZOO_MODELS:
+            rel, input_type, digits = ZOO_MODELS[base]
             path = ZOO / rel
             if not path.exists():
                 raise SystemExit(f"{path} is missing: the QONNX model zoo is expected at {ZOO} (set TESSERA_THIRD_PARTY)")
@@ -301,7 +313,8 @@ def main() -> None:
                 export_bnn_pynq(name, path, epochs=TRAIN_EPOCHS if trained else 0)
             input_type, digits = INPUT_TYPES.get(name), "fc" in name
         conv = "cnv" in label or RESNET18 in label
-        row = run_model(label, path, input_type, digits, args.work, args.conv_samples if conv else args.samples)
+        row = run_model(label, path, input_type, digits, args.work, args.conv_samples if conv else args.samples,
+                        io_type="stream" if label.endswith(STREAM) else None)
         row["seconds"] = round(time.perf_counter() - t0, 1)
         row["run"] = run
         rows.append(row)
