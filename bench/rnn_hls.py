@@ -32,6 +32,7 @@ import numpy as np
 
 from hls_bench import COMMON_HEADER, common_cells, csim_peak_rss_mb, measure_project, plot_speed
 from tessera.compiler import api
+from tessera.compiler.errors import UnsupportedModelError
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
 
@@ -182,11 +183,15 @@ def write_outputs(results: list[dict], out: Path) -> None:
              "differ from the exact reference, on the same sequences.  Accuracies: on the real windows (the last steps of "
              "test sentences at least that long, read from a zero state). *C-sim MiB*: peak resident memory of the "
              "C-simulation's worker process while it runs 50 sequences (4 for ConvLSTM), above its memory once it has "
-             "loaded the library (Linux VmHWM - VmRSS).  Times: wall clock on a shared 2-core machine (upper bounds).", "",
+             "loaded the library (Linux VmHWM - VmRSS).  Times: wall clock on a shared 2-core machine (upper bounds).  A "
+             "*refused* row: `compile`'s design-size guard (docs/hls-checks.md), so not built.", "",
              f"| cell | weights | io | steps | {COMMON_HEADER} | brevitas differs | C-sim acc | brevitas acc | "
              "weight bits | max acc bits | C-sim MiB |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
+        if "refused" in r:
+            lines.append(f"| {r['cell']} | {r['weights']} | {r['io_type']} | refused: {r['refused']} |")
+            continue
         lines.append(
             f"| {r['cell']} | {r['weights']} | {r['io_type']} | {r['steps']} | {common_cells(r)} | "
             f"{r['brevitas_differing_outputs']}/{r['brevitas_outputs_compared']} | {_acc(r['csim_accuracy_real_windows'])} | "
@@ -198,6 +203,7 @@ def write_outputs(results: list[dict], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    results = [r for r in results if "refused" not in r]
     labels = [f"{r['cell']} {r['weights']}\n{r['io_type'][3:]}" for r in results]
     xs = np.arange(len(results))
     fig, axes = plt.subplots(1, 3, figsize=(max(12, 1.4 * len(results)), 4.5))
@@ -234,10 +240,13 @@ def main() -> None:
     for cell in args.cells:
         for weights in args.weights:
             for io in args.io:
-                if cell == "convlstm":
-                    r = bench_convlstm(weights, io, args.work, args.convlstm_samples, args.convlstm_real)
-                else:
-                    r = bench_one(cell, weights, io, args.work, args.steps, args.samples, args.real)
+                try:
+                    if cell == "convlstm":
+                        r = bench_convlstm(weights, io, args.work, args.convlstm_samples, args.convlstm_real)
+                    else:
+                        r = bench_one(cell, weights, io, args.work, args.steps, args.samples, args.real)
+                except UnsupportedModelError as exc:  # the design-size guard: not synthesizable, so not compiled
+                    r = {"cell": cell, "weights": weights, "io_type": f"io_{io}", "refused": str(exc)}
                 results = [x for x in results if (x["cell"], x["weights"], x["io_type"]) != (cell, weights, r["io_type"])]
                 print(json.dumps({k: v for k, v in r.items() if k not in ("user_model", "verify_seconds")}), flush=True)
                 results.append(r)
