@@ -62,10 +62,10 @@ def phase_weights(attrs: Attrs):
         yield np.moveaxis(sub, 1, 0).reshape(attrs.weight.shape[1], -1)
 
 
-def gather_taps(kernel, strides) -> int:
-    """Taps one output position gathers per channel and filter: ceil(k / s) per axis (the
-    stride phase of the output fixes which; hls_templates/convtranspose3d)."""
-    return prod([math.ceil(k / s) for k, s in zip(kernel, strides)])
+def phase_taps(kernel, strides) -> list[int]:
+    """Taps one output position gathers along each axis: ceil(k / s) (the stride phase of
+    the output fixes which; hls_templates/convtranspose3d)."""
+    return [math.ceil(k / s) for k, s in zip(kernel, strides)]
 
 
 def tconv_products(layer) -> tuple[int, int]:
@@ -73,7 +73,7 @@ def tconv_products(layer) -> tuple[int, int]:
     weights a position reads depends on its stride phase)."""
     kernel = [layer.get_attr(f"filt_{d}") for d in DIMS]
     strides = [layer.get_attr(f"stride_{d}") for d in DIMS]
-    return gather_taps(kernel, strides) * layer.get_attr("n_chan") * layer.get_attr("n_filt"), 0
+    return prod(phase_taps(kernel, strides)) * layer.get_attr("n_chan") * layer.get_attr("n_filt"), 0
 
 
 class ConvTranspose(LinearOp[Attrs]):
@@ -152,8 +152,8 @@ class ConvTranspose(LinearOp[Attrs]):
         x = ins[0]
         c, f = attrs.weight.shape[:2]
         k = attrs.weight.shape[2:]
-        per_dim = [math.ceil(ki / si) for ki, si in zip(k, attrs.strides)]
-        taps = c * gather_taps(k, attrs.strides)
+        per_dim = phase_taps(k, attrs.strides)
+        taps = c * prod(per_dim)
         stream = io == "io_stream"
         ring = per_dim[0] * prod(x.shape[2:]) * c * bits(x)
         return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),

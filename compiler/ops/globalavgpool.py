@@ -104,14 +104,15 @@ class GlobalAvgPool(OpDef[Attrs]):
             raise UnsupportedModelError(f"node '{node.name}': unsigned narrow-range Quant is not supported")
         up, down = divisor_shifts(attrs.out, x)
         s = _sum_type(x)
-        ms = division(attrs, x) or MultiplyShift(0, 0, 0)
+        proven = division(attrs, x)
+        ms = proven or MultiplyShift(0, 0, 0)
         width = lambda v: abs(v).bit_length() + 1  # noqa: E731
         prod_bits = max(ms.product_bits(s.lo, s.hi), s.ftype.width + 2)
         layer = {"class_name": "TesseraGlobalAvgPool", "n_pixels": prod(x.shape[1:]), "n_filt": x.shape[0],
                  "num_shift": up, "den_shift": down, "rounding": attrs.out.rounding.cpp, "qmin": attrs.out.qmin,
                  "qmax": attrs.out.qmax, "sum_bits": s.ftype.width, "out_bits": attrs.out.out.width,
                  "mult": ms.mult, "add": ms.add, "shift": ms.shift,
-                 "form_code": 1 if division(attrs, x) is None else 0,  # nnet::TESSERA_AVG_* (multiply-shift, division)
+                 "form_code": 1 if proven is None else 0,  # nnet::TESSERA_AVG_* (multiply-shift, division)
                  "out_shape": [*out.shape[1:], out.shape[0]]}  # channels-last (1, 1[, 1], C)
         hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": s.ftype.hls(), "prod": f"fixed<{prod_bits},{prod_bits}>",
                                     "mult": f"fixed<{width(ms.mult)},{width(ms.mult)}>",
