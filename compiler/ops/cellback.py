@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
 from .affine import MAX_PRODUCT_BITS, Step, apply_thresholds, shared_multiply_shift, thresholds
-from .base import interval_dot, limb_kernel
+from .base import exact_einsum, interval_dot, limb_kernel
 from .quant import Attrs as QuantAttrs
 from .quant import requantize
 
@@ -90,7 +90,7 @@ class NumpyArith:
         return np.asarray(codes, dtype=np.int64)
 
     def matmul(self, x, w: np.ndarray):
-        return np.matmul(x, w.T.astype(np.int64))
+        return exact_einsum("...i,oi->...o", x, w)
 
     def conv(self, x, w: np.ndarray):
         k = w.shape[-1]
@@ -98,7 +98,7 @@ class NumpyArith:
         xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
         h, wd = x.shape[2], x.shape[3]
         win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, :h, :wd]
-        return np.einsum("nchwij,ocij->nohw", win, w.astype(np.int64), optimize=True)
+        return exact_einsum("nchwij,ocij->nohw", win, w)
 
     def add(self, a, b):
         return a + b

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import Layout, Trait, check_width, limb_kernel
+from .base import Layout, Trait, check_width, exact_einsum, limb_kernel
 from .extension import DIMS, Extension, Weight, attr_shape
 from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx,
                      linear_acc_frac, linear_acc_range)
@@ -149,8 +149,8 @@ class Conv(LinearOp[Attrs]):
         ks = "ijkl"[:n]
         g = attrs.group
         win = win.reshape(win.shape[0], g, -1, *win.shape[2:])  # (N, group, c_in / group, *out, *kernel)
-        w = attrs.weight.astype(np.int64).reshape(g, -1, *attrs.weight.shape[1:])
-        acc = np.einsum(f"ngc{letters}{ks},goc{ks}->ngo{letters}", win, w, optimize=False)
+        w = attrs.weight.reshape(g, -1, *attrs.weight.shape[1:])
+        acc = exact_einsum(f"ngc{letters}{ks},goc{ks}->ngo{letters}", win, w)
         acc = acc.reshape(acc.shape[0], -1, *acc.shape[3:])
         shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
         return (acc << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)

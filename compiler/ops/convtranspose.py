@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import Layout, Trait, check_width, interval_dot
+from .base import Layout, Trait, check_width, exact_einsum, interval_dot
 from .conv import conv3d_extension
 from .extension import DIMS
 from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx, linear_acc_frac,
@@ -99,7 +99,7 @@ class ConvTranspose(LinearOp[Attrs]):
         full = tuple((x.shape[2 + i] - 1) * s[i] + k[i] for i in range(n))
         y = np.zeros((x.shape[0], attrs.weight.shape[1], *full), dtype=np.int64)
         for taps in itertools.product(*(range(v) for v in k)):
-            contrib = np.einsum("nc...,co->no...", x, attrs.weight[(slice(None), slice(None)) + taps].astype(np.int64))
+            contrib = exact_einsum("nc...,co->no...", x, attrs.weight[(slice(None), slice(None)) + taps])
             idx = tuple(slice(taps[i], taps[i] + (x.shape[2 + i] - 1) * s[i] + 1, s[i]) for i in range(n))
             y[(slice(None), slice(None)) + idx] += contrib
         crop = tuple(slice(attrs.pads[i], full[i] - attrs.pads[n + i]) for i in range(n))

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import Layout, check_width, limb_kernel
+from .base import Layout, check_width, exact_einsum, limb_kernel
 from .linear import LinearOp, bias_aligned, bias_or_zeros, finish_acc_onnx, linear_acc_frac, linear_acc_range
 from .work import linear_work
 
@@ -51,7 +51,7 @@ class Dense(LinearOp[Attrs]):
     def semantics(self, attrs: Attrs, xs, ins, out):
         facc = out.ftype.frac
         shift = np.int64(facc - ins[0].ftype.frac - attrs.wtype.frac)
-        acc = np.matmul(xs[0].astype(np.int64), attrs.weight.astype(np.int64))
+        acc = exact_einsum("...i,io->...o", xs[0], attrs.weight)
         return (acc << shift) + _bias_aligned(attrs, facc)
 
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):

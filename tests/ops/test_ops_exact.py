@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tessera.compiler.ir.types import FixedType
-from tessera.compiler.ops.base import int8_limbs
+from tessera.compiler.ops.base import F64_EXACT, exact_einsum, int8_limbs
 from tessera.compiler.ops import conv, dense, flatten, leakyrelu, maxpool, quant, relu
 from tessera.compiler.ops.rounding import div_round
 from tessera.compiler.reference.model import OrtReference, reference_model
@@ -186,6 +186,21 @@ def test_wide_conv_weights_use_int8_limbs_and_stay_exact(make_graph, make_type, 
     ops = [n.op_type for n in reference_model(g).graph.node]
     assert ops.count("ConvInteger") == len(int8_limbs(w)) > 1
     check_exact(g, n=60)
+
+
+@pytest.mark.parametrize("bits", [4, 20, 28])
+def test_exact_einsum_equals_python_integers(rng, bits):
+    """The integer semantics' contraction equals Python's unbounded integer sums on both
+    sides of the float64 bound (4 bits: BLAS; 28 bits: int64, sums still inside int64), extreme codes included."""
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    a = rng.integers(lo, hi + 1, size=(3, 5, 40), dtype=np.int64)
+    b = rng.integers(lo, hi + 1, size=(40, 6), dtype=np.int64)
+    a[0, 0], b[:, 0] = lo, lo
+    below = int(np.abs(a).max()) * int(np.abs(b).sum(dtype=object)) < F64_EXACT
+    assert below == (bits < 28)
+    want = np.einsum("nci,io->nco", a.astype(object), b.astype(object))
+    got = exact_einsum("nci,io->nco", a, b)
+    assert got.dtype == np.int64 and np.array_equal(got.astype(object), want)
 
 
 def test_int8_limbs_recombine():
