@@ -31,7 +31,7 @@ from ..ir.graph import Graph, Node
 from ..ir.types import TensorType
 from ..ops import OPS
 from ..ops.cellprog import Codebook
-from ..ops.work import Work, multiplier_limit
+from ..ops.work import LUT6_BITS, Memory, Work, multiplier_limit
 from ..partition import Plan, choose_cut, plan_overlapped, required_spans
 from .parts import DSP_A_BITS, DSP_B_BITS, Part
 
@@ -68,7 +68,7 @@ def without_padding(node: Node, rank: int) -> Node:
     span already holds the padding (zero-filled), as the overlapped-tile execution runs it."""
     return dataclasses.replace(node, attrs=OPS[node.op].with_pads(node.attrs, (0,) * (2 * rank)))
 STRATEGIES = ("latency", "resource")
-RESOURCES = ("dsp", "lut", "ff", "ram_bytes")
+RESOURCES = ("dsp", "lut", "ff", "bram18")
 
 
 @dataclass
@@ -84,7 +84,7 @@ class LayerEstimate:
     dsp: int
     lut: int
     ff: int
-    ram_bytes: int
+    bram18: int  # RAMB18 tiles (Vitis reports' BRAM_18K)
     ii: int  # cycles per sample the layer is busy (all blocks)
     latency: int  # cycles of one pass (one block)
     depth: int
@@ -244,20 +244,22 @@ def layer_estimate(lw: LayerWork, reuse: int, io_type: str, strategy: str) -> La
     dsp = n * dsp_per_mult
     lut = n * (lut_per_mult + w.acc_bits) + w.lanes * w.lut_per_lane
     ff = n * (w.x_bits + w.w_bits + w.acc_bits) + w.lanes * w.ff_per_lane
-    ram_bits = w.state_bits + (w.line_buffer_bits if io_type == "io_stream" else 0)
+    memories = w.memories(io_type)
     if io_type == "io_parallel":
         ff += w.out_bits
-    if strategy == "resource":
-        ram_bits += w.weight_bits
+    if strategy == "resource":  # hls4ml's ARRAY_RESHAPE block factor = ceil(weights / R): R words
+        memories += (Memory(1, r, math.ceil(w.weight_bits / r)),) if w.weight_bits else ()
     else:
-        lut += math.ceil(w.weight_bits / 64)
+        lut += math.ceil(w.weight_bits / LUT6_BITS)
+    ff += sum(m.register_bits for m in memories)
+    lut += sum(m.srl_luts + m.lutram_luts for m in memories)
     depth = (2 + math.ceil(math.log2(max(w.taps, 1)))) if w.mults else (1 if w.steps else 0)
     ii = w.steps * r
     return LayerEstimate(
         node=lw.node, op=lw.op, reuse=r, blocks=lw.blocks, macs=lw.full_macs,
         mults=w.mults,
         multipliers=n, mult_kind=mult_kind, dsp=dsp, lut=lut, ff=ff,
-        ram_bytes=math.ceil(ram_bits / 8), ii=ii * lw.blocks, latency=ii + depth + w.fill_steps * r, depth=depth,
+        bram18=sum(m.bram18 for m in memories), ii=ii * lw.blocks, latency=ii + depth + w.fill_steps * r, depth=depth,
         fill=w.fill_steps * r,
         cost_per_multiplier=dsp_per_mult if mult_kind == "dsp" else lut_per_mult + w.acc_bits)
 

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from ..errors import UnsupportedModelError
 from ..lower.hls4ml_lower import PARTS as PART_NAMES
 
-BRAM36_BYTES = 36 * 1024 // 8
-URAM_BYTES = 288 * 1024 // 8
 #: Operand widths of one DSP48E2 multiplier (UG579).
 DSP_A_BITS, DSP_B_BITS = 27, 18
 
@@ -41,12 +39,13 @@ class Part:
     source: str
 
     @property
-    def ram_bytes(self) -> int:
-        """On-chip block memory (BRAM + UltraRAM) in bytes."""
-        return self.bram36 * BRAM36_BYTES + self.uram * URAM_BYTES
+    def bram18(self) -> int:
+        """RAMB18 tiles (two per RAMB36).  The kernels bind no array to UltraRAM, so the
+        estimator does not count it as capacity."""
+        return 2 * self.bram36
 
     def capacity(self) -> dict[str, int]:
-        return {"dsp": self.dsp, "lut": self.lut, "ff": self.ff, "ram_bytes": self.ram_bytes}
+        return {"dsp": self.dsp, "lut": self.lut, "ff": self.ff, "bram18": self.bram18}
 
 
 PARTS: dict[str, Part] = {
@@ -71,4 +70,4 @@ def get_part(name: str) -> Part:
                                 + ", ".join(f"{p.key} ({p.name})" for p in PARTS.values()))
 
 
-__all__ = ["BRAM36_BYTES", "DSP_A_BITS", "DSP_B_BITS", "PARTS", "Part", "URAM_BYTES", "get_part"]
+__all__ = ["DSP_A_BITS", "DSP_B_BITS", "PARTS", "Part", "get_part"]

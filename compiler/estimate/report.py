@@ -19,13 +19,13 @@ def _grid(d: Design) -> str:
 
 def layer_table(d: Design, title: str) -> Table:
     table = Table(title=f"{title}\n{LABEL}")
-    cols = ("node", "op", "reuse", "blocks", "MACs", "mults/R", "kind", "DSP", "LUT", "FF", "RAM bytes", "II cycles",
+    cols = ("node", "op", "reuse", "blocks", "MACs", "mults/R", "kind", "DSP", "LUT", "FF", "BRAM18", "II cycles",
             "latency")
     for c in cols:
         table.add_column(c, justify="left" if c in ("node", "op", "kind") else "right")
     for x in d.layers:
         table.add_row(x.node, x.op, str(x.reuse), str(x.blocks), f"{x.macs:,}", f"{x.mults:,}/{x.reuse}={x.multipliers:,}"
-                      if x.mults else "-", x.mult_kind, f"{x.dsp:,}", f"{x.lut:,}", f"{x.ff:,}", f"{x.ram_bytes:,}",
+                      if x.mults else "-", x.mult_kind, f"{x.dsp:,}", f"{x.lut:,}", f"{x.ff:,}", f"{x.bram18:,}",
                       f"{x.ii:,}", f"{x.latency:,}")
     return table
 
@@ -33,7 +33,7 @@ def layer_table(d: Design, title: str) -> Table:
 def summary_lines(d: Design) -> list[str]:
     t, u, cap, roof = d.totals, d.utilization, d.part.capacity(), d.roofline()
     mhz = 1000.0 / d.clock_ns
-    res = ", ".join(f"{k.upper().replace('_BYTES', ' bytes')} {t[k]:,}/{cap[k]:,} ({100 * u[k]:.1f} %)" for k in t)
+    res = ", ".join(f"{k.upper()} {t[k]:,}/{cap[k]:,} ({100 * u[k]:.1f} %)" for k in t)
     return [
         f"estimate for {d.part.key} ({d.part.device}, {d.part.name}; counts: {d.part.source})",
         f"design: {d.io_type}, {d.strategy} strategy, block grid {_grid(d)} ({d.n_blocks} blocks, "

@@ -216,7 +216,7 @@ class AvgPool(OpDef[Attrs]):
         return describe(division(attrs, ins[0]))
 
     def cost(self, attrs: Attrs, ins, out, io):
-        return pool_work(attrs.kernel, attrs.pads, ins[0], out, io,
+        return pool_work(attrs.kernel, attrs.strides, attrs.pads, ins[0], out, io,
                          extra_bits=max(1, math.ceil(math.log2(int(np.prod(attrs.kernel))))))
 
     def input_span(self, attrs: Attrs, span):

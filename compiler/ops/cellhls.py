@@ -22,7 +22,7 @@ from .base import Layout
 from .extension import Extension, Weight, out_shape_attr, weight_types
 from .quant import Attrs as QuantAttrs
 from .rounding import Rounding
-from .work import Work, bits, linear_work, multiplier_limit
+from .work import Memory, Work, bits, linear_work, multiplier_limit
 
 
 def cint(t: FixedType) -> str:
@@ -155,20 +155,35 @@ def frames_extension(layer: str, prefix: str, weights: tuple[str, ...], doc: str
 
 
 def recurrent_work(op: cp.CellOp, attrs, ins, out, *, states: int, mults: int, taps: int, steps: int,
-                   frames: int = 1) -> Work:
+                   frame: tuple[int, int, int] | None = None) -> Work:
     """LSTM / GRU / ConvLSTM kernels (hls_templates/rnn): the Hidden (x Pixels) loop is
     pipelined with II = reuse; one iteration computes every gate of one unit (one pixel).
-    ``states`` arrays of hidden x frames codes per cell (h, c and the next h; h and the next h)."""
+    ``states``: 3 with a cell state (LSTM: h, the next h, c), else 2 (GRU: h, the next h).
+    Dense cells keep h and the next h in registers and c in one RAM of a word per unit;
+    ``frame`` = (kernel, height, width) for the ConvLSTM, whose h and input frames are
+    partitioned for its gate-convolution windows (channels completely, rows and columns
+    cyclically by the kernel) and whose next h and c are one RAM each.  Each cell's gate
+    tables, padded to one length, are one memory per gate."""
     cells = op.cells(attrs)
     mats = [w for cell in cells for w in cp.cell_matrices(cell)]
     x = ins[0]
     hidden = cells[0].hidden
     w_bits = cp.stored_width(mats)
-    state = sum(states * hidden * frames * c.out.out.width for c in cells)
-    tables = sum((g.acc.qmax - g.acc.qmin + 1) * (g.act.out.out.width if op.carries_scales else g.act.payload_bits())
-                 for c in cells for g in c.gates)
+    state: list[Memory] = []
+    for c in cells:
+        hb = c.out.out.width
+        if frame is None:
+            state += [Memory(2 * hidden, 1, hb)] + [Memory(1, hidden, hb)] * (states - 2)
+        else:
+            k, hh, ww = frame
+            state += [Memory(hidden * k * k, -(-hh // k) * -(-ww // k), hb)] + [Memory(1, hidden * hh * ww, hb)] * (states - 1)
+        widths = [g.act.out.out.width if op.carries_scales else g.act.payload_bits() for g in c.gates]
+        state.append(Memory(len(c.gates), max(g.acc.qmax - g.acc.qmin + 1 for g in c.gates), max(widths)))
+    if frame is not None:  # the input frame
+        k, hh, ww = frame
+        state.append(Memory(x.shape[1] * k * k, -(-hh // k) * -(-ww // k), bits(x)))
     return linear_work(ins, out, macs=op.macs(attrs, ins, out), weight_bits=op.weight_bits(attrs), mults=mults,
-                       taps=taps, steps=steps, kind=cp.codebook_kind(mats), w_bits=w_bits, state_bits=state + tables,
+                       taps=taps, steps=steps, kind=cp.codebook_kind(mats), w_bits=w_bits, state=tuple(state),
                        acc_bits=bits(x) + w_bits + max(1, math.ceil(math.log2(taps))), lanes=len(cells[0].gates),
                        lut_per_lane=bits(out))
 

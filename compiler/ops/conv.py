@@ -27,7 +27,7 @@ from .extension import DIMS, Extension, Weight, attr_shape
 from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx,
                      linear_acc_frac, linear_acc_range)
 from .spans import window_span
-from .work import linear_work, multiplier_limit, padded, prod, window_buffer
+from .work import line_buffer_2d, linear_work, multiplier_limit, padded, plane_buffer, prod, window_registers
 
 
 @dataclass(frozen=True, eq=False)
@@ -214,13 +214,15 @@ class Conv(LinearOp[Attrs]):
         f, c = w.shape[:2]
         k = w.shape[2:]
         extent = padded(x, attrs.pads)
-        buf, fill = window_buffer(x, k[0], extent)
+        buf, fill = plane_buffer(x, out, k, attrs.strides, attrs.pads)  # Tessera's 3D kernel
+        if attrs.ndim < 3:  # hls4ml's Conv1D / Conv2D
+            buf = window_registers(x, k) if attrs.ndim == 1 else line_buffer_2d(x, k[0], attrs.pads)
         stream = io == "io_stream"
         return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),
                            mults=prod(k) * c * f, taps=prod(k) * c,
                            steps=prod(extent) if stream else prod(out.shape[1:]), kind=self.weight_kind(attrs),
                            w_bits=attrs.wtype.width, reuse_dims=(prod(k) * c, f) if attrs.ndim < 3 else None,
-                           line_buffer_bits=buf if stream else 0, fill_steps=fill if stream else 0,
+                           line_buffer=(buf,) if stream else (), fill_steps=fill if stream else 0,
                            zero_mults=int(np.count_nonzero(w == 0)))
 
     def input_span(self, attrs: Attrs, span):

@@ -238,7 +238,7 @@ class ConvLstm(cp.CellOp[Attrs]):
             steps += a.steps_out * enc.hidden * pix
         mults += len(self.analyze(a, ins[0]).forms)  # float-scale requantizations: one multiplier each
         return recurrent_work(self, a, ins, out, states=3, mults=mults, taps=(c + enc.hidden) * enc.kernel ** 2,
-                              steps=steps, frames=pix)
+                              steps=steps, frame=(enc.kernel, hh, ww))
 
 
 OP = ConvLstm()

@@ -27,7 +27,7 @@ from .extension import DIMS
 from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx, linear_acc_frac,
                      linear_acc_range)
 from .spans import transposed_input
-from .work import bits, linear_work, prod
+from .work import Memory, bits, linear_work, prod
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,10 +155,12 @@ class ConvTranspose(LinearOp[Attrs]):
         per_dim = phase_taps(k, attrs.strides)
         taps = c * prod(per_dim)
         stream = io == "io_stream"
-        ring = per_dim[0] * prod(x.shape[2:]) * c * bits(x)
+        # ring[ceil(k0/s0)][H][W][C]: complete over planes and channels, cyclic by the taps of H, W
+        ring = Memory(prod(per_dim) * c, prod([-(-x.shape[2 + i] // per_dim[1 + i]) for i in range(attrs.ndim - 1)]),
+                      bits(x))
         return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),
                            mults=taps * f, taps=taps, steps=prod(out.shape[1:]), kind=self.weight_kind(attrs),
-                           w_bits=attrs.wtype.width, line_buffer_bits=ring if stream else 0,
+                           w_bits=attrs.wtype.width, line_buffer=(ring,) if stream else (),
                            fill_steps=(per_dim[0] - 1) * prod(out.shape[2:]) if stream else 0)
 
     def input_span(self, attrs: Attrs, span):

@@ -18,7 +18,7 @@ from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import Layout, OpDef, Trait
 from .extension import Extension
-from .work import Work, bits, prod
+from .work import Memory, Work, bits, prod
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class DepthToSpace(OpDef[Attrs]):
         """One output pixel (all channels) per step; io_stream keeps one input row."""
         x = ins[0]
         return Work(macs=0, steps=prod(out.shape[1:]), lanes=out.shape[0], lut_per_lane=bits(x), ff_per_lane=bits(x),
-                    line_buffer_bits=x.shape[2] * x.shape[0] * bits(x) if io == "io_stream" else 0,
+                    line_buffer=(Memory(1, x.shape[2], x.shape[0] * bits(x)),) if io == "io_stream" else (),  # row[W] words
                     out_bits=out.size * bits(out))
 
 

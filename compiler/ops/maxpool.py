@@ -21,7 +21,12 @@ from .base import Layout, OpDef, Trait
 from .conv import windows
 from .extension import DIMS, Extension, attr_shape
 from .spans import window_span
-from .work import Work, bits, padded, prod, window_buffer
+from .work import Work, bits, line_buffer_2d, padded, plane_buffer, prod, window_registers
+
+
+def _native(attrs: "Attrs") -> bool:
+    """hls4ml's own 1D / 2D pooling (unpadded); else Tessera's kernel."""
+    return not any(attrs.padding) and len(attrs.kernel) < 3
 
 
 @dataclass(frozen=True)
@@ -35,15 +40,19 @@ class Attrs:
         return self.pads or (0,) * (2 * len(self.kernel))
 
 
-def pool_work(kernel, pads, x: TensorType, out: TensorType, io, extra_bits: int = 0) -> Work:
+def pool_work(kernel, strides, pads, x: TensorType, out: TensorType, io, extra_bits: int = 0,
+              native: bool = False) -> Work:
     """Max / average pooling: one output pixel per iteration, C x K comparators or adders
-    (``extra_bits`` wider for an average's sum)."""
+    (``extra_bits`` wider for an average's sum); io_stream buffers: hls4ml's (``native``: its
+    1D / 2D pooling) or Tessera's plane buffer."""
     k = prod(kernel)
     extent = padded(x, pads)
     stream = io == "io_stream"
-    buf, fill = window_buffer(x, kernel[0], extent)
+    buf, fill = plane_buffer(x, out, kernel, strides, pads)
+    if native:
+        buf = window_registers(x, kernel) if len(kernel) == 1 else line_buffer_2d(x, kernel[0], pads)
     return Work(macs=0, steps=prod(extent) if stream else prod(out.shape[1:]), lanes=x.shape[0] * k,
-                lut_per_lane=bits(x) + extra_bits, ff_per_lane=bits(out), line_buffer_bits=buf if stream else 0,
+                lut_per_lane=bits(x) + extra_bits, ff_per_lane=bits(out), line_buffer=(buf,) if stream else (),
                 fill_steps=fill if stream else 0, out_bits=out.size * bits(out))
 
 
@@ -104,7 +113,7 @@ class MaxPool(OpDef[Attrs]):
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         n = len(attrs.kernel)
-        if any(attrs.padding) or n == 3:
+        if not _native(attrs):
             self._lower_tessera(attrs, hls, node, x, out)
             return
         if n == 1:  # hls4ml's Pooling1D names its sizes n_in / n_out
@@ -132,7 +141,7 @@ class MaxPool(OpDef[Attrs]):
         hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": out.ftype.hls()}, layout=Layout.CHANNELS)
 
     def cost(self, attrs: Attrs, ins, out, io):
-        return pool_work(attrs.kernel, attrs.padding, ins[0], out, io)
+        return pool_work(attrs.kernel, attrs.strides, attrs.padding, ins[0], out, io, native=_native(attrs))
 
     def input_span(self, attrs: Attrs, span):
         return window_span(span, attrs.kernel, attrs.strides, attrs.padding[:len(attrs.kernel)])

@@ -17,7 +17,7 @@ from ..ir.types import TensorType
 from .base import Layout, OpDef, Trait
 from .extension import DIMS, Extension
 from .spans import upsample_input
-from .work import Work, bits, prod
+from .work import Memory, Work, bits, prod
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Upsample(OpDef[Attrs]):
         x = ins[0]
         stream = io == "io_stream"
         return Work(macs=0, steps=prod(out.shape[1:]), lanes=x.shape[0], lut_per_lane=bits(x), ff_per_lane=bits(x),
-                    line_buffer_bits=prod(x.shape[2:]) * x.shape[0] * bits(x) if stream else 0,
+                    line_buffer=(Memory(1, prod(x.shape[2:]), x.shape[0] * bits(x)),) if stream else (),  # plane[H*W] words
                     out_bits=out.size * bits(out))
 
     def input_span(self, attrs: Attrs, span):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -23,6 +24,60 @@ from ..ir.types import TensorType
 
 #: Bits of one LUT6 used as a read-only memory (64 x 1).
 LUT6_BITS = 64
+#: Depth of one LUT6 as a shift register (SRLC32E, UG574): bits per LUT of an ``ap_shift_reg``.
+SRL_DEPTH = 32
+#: (width, depth) configurations of a RAMB18E2 tile, simple dual port included (UG573).
+BRAM18_SHAPES = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512))
+
+
+class Storage(StrEnum):
+    """How an on-chip array is built: a RAM (block RAM tiles), or hls4ml's ``ap_shift_reg``
+    line buffers (shift-register LUTs)."""
+
+    RAM = "ram"
+    SHIFT = "shift register"
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One on-chip array of a kernel as its ``ARRAY_PARTITION`` pragmas leave it: ``banks``
+    independent memories of ``depth`` words of ``word_bits`` (depth 1: registers)."""
+
+    banks: int
+    depth: int
+    word_bits: int
+    storage: Storage = Storage.RAM
+
+    @property
+    def bits(self) -> int:
+        return self.banks * self.depth * self.word_bits
+
+    @property
+    def register_bits(self) -> int:
+        """Flip-flops: a completely partitioned array is registers."""
+        return self.bits if self.depth == 1 else 0
+
+    @property
+    def lutram_luts(self) -> int:
+        """LUTs of RAM banks at most one LUT6 deep (64 words; RAM64X1D, UG574): distributed RAM."""
+        if self.storage is not Storage.RAM or not 1 < self.depth <= LUT6_BITS:
+            return 0
+        return self.banks * self.word_bits
+
+    @property
+    def bram18(self) -> int:
+        """RAMB18 tiles of its deeper RAM banks: per bank the tile shape that needs the fewest
+        tiles."""
+        if self.storage is not Storage.RAM or self.depth <= LUT6_BITS:
+            return 0
+        return self.banks * min(-(-self.word_bits // w) * -(-self.depth // d) for w, d in BRAM18_SHAPES)
+
+    @property
+    def srl_luts(self) -> int:
+        """LUTs of its shift-register banks (one SRLC32E per bit per 32 words)."""
+        if self.depth == 1 or self.storage is not Storage.SHIFT:
+            return 0
+        return self.banks * self.word_bits * -(-self.depth // SRL_DEPTH)
 
 
 @dataclass(frozen=True)
@@ -42,8 +97,8 @@ class Work:
     lut_per_lane: int = 0
     ff_per_lane: int = 0
     weight_bits: int = 0  # stored weights + biases
-    state_bits: int = 0  # on-chip RAM the kernel needs in every io type (recurrent states, frames)
-    line_buffer_bits: int = 0  # io_stream: line / plane buffers
+    state: tuple[Memory, ...] = ()  # arrays the kernel keeps in every io type (recurrent states, tables, frames)
+    line_buffer: tuple[Memory, ...] = ()  # io_stream: line / plane buffers
     out_bits: int = 0  # the output tensor (io_parallel keeps it in registers)
     fill_steps: int = 0  # io_stream: input iterations before the first output
     reuse_dims: tuple[int, int] | None = None  # hls4ml's (n_in, n_out) reuse-factor rule; None: divisors of mults
@@ -51,6 +106,10 @@ class Work:
     @property
     def reusable(self) -> bool:
         return self.mults > 0
+
+    def memories(self, io: str) -> tuple[Memory, ...]:
+        """The kernel's on-chip arrays in io type ``io``."""
+        return self.state + (self.line_buffer if io == "io_stream" else ())
 
 
 def bits(t: TensorType) -> int:
@@ -71,14 +130,15 @@ def multiplier_limit(mults: int, zero_mults: int, reuse: int) -> int:
 
 
 def linear_work(ins: list[TensorType], out: TensorType, *, macs: int, weight_bits: int, mults: int, taps: int,
-                steps: int, kind: str, w_bits: int, reuse_dims=None, line_buffer_bits: int = 0, fill_steps: int = 0,
-                state_bits: int = 0, acc_bits: int | None = None, lanes: int = 0, lut_per_lane: int = 0,
+                steps: int, kind: str, w_bits: int, reuse_dims=None, line_buffer: tuple[Memory, ...] = (),
+                fill_steps: int = 0, state: tuple[Memory, ...] = (), acc_bits: int | None = None, lanes: int = 0,
+                lut_per_lane: int = 0,
                 zero_mults: int = 0) -> Work:
     """A kernel of products of the input with stored weights (dense, convolutions, cells)."""
     acc = acc_bits if acc_bits is not None else bits(out)
     return Work(macs=macs, mults=mults, zero_mults=zero_mults, steps=steps, taps=taps, weight_kind=kind, x_bits=bits(ins[0]), w_bits=w_bits,
                 acc_bits=acc, lanes=lanes, lut_per_lane=lut_per_lane, ff_per_lane=acc if lanes else 0,
-                weight_bits=weight_bits, state_bits=state_bits, line_buffer_bits=line_buffer_bits,
+                weight_bits=weight_bits, state=state, line_buffer=line_buffer,
                 out_bits=out.size * bits(out), fill_steps=fill_steps, reuse_dims=reuse_dims)
 
 
@@ -88,11 +148,30 @@ def padded(x: TensorType, pads: tuple[int, ...]) -> list[int]:
     return [x.shape[1 + i] + pads[i] + pads[n + i] for i in range(n)]
 
 
-def window_buffer(x: TensorType, k0: int, extent: list[int]) -> tuple[int, int]:
-    """(line-buffer bits, fill iterations) of a window kernel in io_stream: the last k0
-    padded rows (2D) / planes (3D) of all channels, filled before the first output."""
-    plane = prod(extent[1:])
-    return k0 * plane * x.shape[0] * bits(x), (k0 - 1) * plane
+def plane_buffer(x: TensorType, out: TensorType, kernel, strides, pads) -> tuple[Memory, int]:
+    """(the plane buffer, fill iterations) of Tessera's io_stream window kernels
+    (``tessera_plane_walk``, hls_templates/common/nnet_tessera_stream.h; 1D and 2D windows
+    with leading unit dims): ``planes[KD][H_ALL][W_ALL][C]`` partitioned completely over KD
+    and C and cyclically by KH, KW over rows and columns, filled for ``(k_0 - 1)`` padded
+    planes (rows) before the first output."""
+    n = len(kernel)
+    grow = lambda v, one: (one,) * (3 - n) + tuple(v)  # noqa: E731
+    k, s, ins, outs = grow(kernel, 1), grow(strides, 1), grow(x.shape[1:], 1), grow(out.shape[1:], 1)
+    begin = grow(pads[:n], 0)
+    alls = [max((outs[i] - 1) * s[i] + k[i], ins[i] + begin[i]) for i in range(3)]
+    mem = Memory(k[0] * k[1] * k[2] * x.shape[0], -(-alls[1] // k[1]) * -(-alls[2] // k[2]), bits(x))
+    return mem, (kernel[0] - 1) * prod(padded(x, pads)[1:])
+
+
+def line_buffer_2d(x: TensorType, k_height: int, pads) -> Memory:
+    """hls4ml's io_stream 2D line buffer (``nnet_conv_stream.h``, ``shift_line_buffer``):
+    ``ap_shift_reg<.., in_width> line_buffer[max(k_h - 1, 1)][C]``."""
+    return Memory(max(k_height - 1, 1) * x.shape[0], padded(x, pads)[1], bits(x), Storage.SHIFT)
+
+
+def window_registers(x: TensorType, kernel) -> Memory:
+    """hls4ml's io_stream 1D window: the last ``k`` words of every channel in registers."""
+    return Memory(prod(kernel) * x.shape[0], 1, bits(x))
 
 
 def lanes(t: TensorType, io: str) -> tuple[int, int]:
@@ -125,5 +204,6 @@ def layout_work() -> Work:
     return Work(macs=0, steps=0)
 
 
-__all__ = ["LUT6_BITS", "Work", "bits", "elementwise_work", "layout_work", "lanes", "linear_work", "padded", "prod",
-           "table_work", "window_buffer"]
+__all__ = ["BRAM18_SHAPES", "LUT6_BITS", "Memory", "SRL_DEPTH", "Storage", "Work", "bits", "elementwise_work",
+           "layout_work", "lanes", "line_buffer_2d", "linear_work", "padded", "plane_buffer", "prod", "table_work",
+           "window_registers"]

@@ -104,7 +104,7 @@ def test_monotone_in_reuse_factor(exported, name, io_type):
         ests = [layer_estimate(lw, r, io_type, "latency") for r in rs]
         for a, b in zip(ests, ests[1:]):
             assert a.ii <= b.ii and a.latency <= b.latency
-            assert a.dsp >= b.dsp and a.lut >= b.lut and a.ff >= b.ff and a.ram_bytes == b.ram_bytes
+            assert a.dsp >= b.dsp and a.lut >= b.lut and a.ff >= b.ff and a.bram18 == b.bram18
             assert a.multipliers >= b.multipliers
         if lw.work.reusable:
             reusable += 1
@@ -149,7 +149,7 @@ def test_monotone_in_block_size(exported, io_type):
         return [layer for layer in d.layers if d.grid is None or layer.blocks > 1]
 
     for a, b in zip(designs, designs[1:]):
-        for key in ("dsp", "lut", "ff", "ram_bytes"):
+        for key in ("dsp", "lut", "ff", "bram18"):
             assert sum(getattr(x, key) for x in seg(a)) >= sum(getattr(x, key) for x in seg(b)), key
         per_block = lambda d: max(x.ii // x.blocks for x in seg(d))  # noqa: E731
         assert per_block(a) >= per_block(b)
@@ -240,7 +240,8 @@ def test_low_bit_weights_use_luts_not_dsps(exported):
 
 
 def test_resource_strategy_moves_weights_to_block_ram(exported):
-    """Latency strategy: weights are fabric constants (LUTs); Resource: block RAM bytes."""
+    """Latency strategy: weights are fabric constants (LUTs); Resource: hls4ml's reshaped
+    weight memory of R words, block RAM once R is deeper than a LUT6 (here 64 < R <= 512)."""
     from tessera.compiler.ops import OPS
 
     def node_weight_bits(n):
@@ -248,12 +249,66 @@ def test_resource_strategy_moves_weights_to_block_ram(exported):
 
     _, g = exported("digits_cnn_w8a8")
     part = get_part("xcu250")
-    lat, res = estimate(g, part, strategy="latency"), estimate(g, part, strategy="resource")
-    bits = sum(node_weight_bits(n) for n in g.nodes)
-    assert bits > 0
-    assert res.totals["ram_bytes"] - lat.totals["ram_bytes"] == sum(-(-node_weight_bits(n) // 8) for n in g.nodes)
-    assert lat.totals["lut"] - res.totals["lut"] == sum(-(-node_weight_bits(n) // 64) for n in g.nodes)
-    assert (lat.ii, lat.totals["dsp"], lat.totals["ff"]) == (res.ii, res.totals["dsp"], res.totals["ff"])
+    lws = layer_works(g, "io_parallel")
+    deep = {lw.node: [r for r in valid_reuse_factors(lw.work) if 64 < r <= 512] for lw in lws if lw.work.reusable}
+    reuse = {node: rs[0] for node, rs in deep.items() if rs}
+    assert reuse, deep
+    lat, res = estimate(g, part, reuse, strategy="latency"), estimate(g, part, reuse, strategy="resource")
+    assert lat.totals["bram18"] == 0
+    for a, b, n in zip(lat.layers, res.layers, g.nodes):
+        wb = node_weight_bits(n)
+        if n.name in reuse:  # ceil(wb / R) bits a word, R words: ceil(word / 36) RAMB18 in 36 x 512
+            assert b.bram18 - a.bram18 == -(-(-(-wb // reuse[n.name])) // 36) > 0
+        else:  # the shallow weight memory of R = 1: registers
+            assert b.bram18 == a.bram18 and b.ff - a.ff == wb
+        assert a.lut - b.lut == -(-wb // 64)
+    assert (lat.ii, lat.totals["dsp"]) == (res.ii, res.totals["dsp"])
+
+
+def test_memory_tiles_and_storage():
+    """A bank's RAMB18 count is its cheapest tile shape (UG573); depth 1 is registers, up to
+    64 words distributed RAM, ap_shift_reg line buffers SRL LUTs (32 words per LUT)."""
+    from tessera.compiler.ops.work import Memory, Storage
+
+    cases = {(18, 1024): 1, (36, 512): 1, (72, 512): 2, (8, 2048): 1, (9, 2049): 2, (1, 16385): 2, (1000, 121): 28,
+             (4, 65): 1}
+    for (word, depth), tiles in cases.items():
+        m = Memory(3, depth, word)
+        assert (m.bram18, m.lutram_luts, m.register_bits) == (3 * tiles, 0, 0), (word, depth)
+    assert (Memory(5, 1, 8).register_bits, Memory(5, 1, 8).bram18) == (40, 0)
+    assert (Memory(2, 64, 8).lutram_luts, Memory(2, 64, 8).bram18) == (16, 0)
+    shift = Memory(4, 33, 8, Storage.SHIFT)
+    assert (shift.srl_luts, shift.bram18, shift.lutram_luts) == (4 * 8 * 2, 0, 0)
+
+
+@pytest.mark.parametrize("name,kernel_rank", [("digits_cnn_w8a8", 2), ("cosmoflow", 3)])
+def test_stream_buffers_follow_the_kernels(exported, name, kernel_rank):
+    """io_stream window buffers as the kernels declare them: hls4ml's 2D line buffer is
+    (k_h - 1) x C shift registers of the padded row; Tessera's 3D plane buffer is k^3 x C
+    banks (complete over planes and channels, cyclic by k over rows and columns) holding
+    k_0 padded planes.  io_parallel keeps none."""
+    from tessera.compiler.ops import OPS, Trait
+    from tessera.compiler.ops.work import Storage, padded
+
+    _, g = exported(name)
+    seen = 0
+    for lw, n in zip(layer_works(g, "io_stream"), g.nodes):
+        op = OPS[n.op]
+        if Trait.WINDOW not in op.traits or not hasattr(n.attrs, "weight"):
+            continue
+        x = g.values[n.inputs[0]]
+        k = n.attrs.weight.shape[2:]
+        (buf,) = lw.work.line_buffer
+        ext = padded(x, n.attrs.pads)
+        if kernel_rank == 2:
+            assert (buf.storage, buf.banks, buf.depth) == (Storage.SHIFT, (k[0] - 1) * x.shape[0], ext[1])
+        else:
+            assert (buf.storage, buf.banks) == (Storage.RAM, k[0] * k[1] * k[2] * x.shape[0])
+            assert buf.depth == -(-ext[1] // k[1]) * -(-ext[2] // k[2])
+        assert buf.word_bits == x.ftype.width
+        assert lw.work.memories("io_parallel") == lw.work.state
+        seen += 1
+    assert seen > 0
 
 
 def test_every_op_has_a_cost_facet(exported):
@@ -276,8 +331,8 @@ def test_part_catalogue():
     u250 = get_part("xcu250")
     assert get_part("xcu250-figd2104-2L-e") is u250 and get_part("VU9P").dsp == 6840
     assert (u250.dsp, u250.lut, u250.ff, u250.bram36, u250.uram) == (12288, 1728000, 3456000, 2688, 1280)
-    assert u250.ram_bytes == 2688 * 4608 + 1280 * 36864
-    assert get_part("zu9eg").capacity() == {"dsp": 2520, "lut": 274080, "ff": 548160, "ram_bytes": 912 * 4608}
+    assert u250.bram18 == 2 * 2688
+    assert get_part("zu9eg").capacity() == {"dsp": 2520, "lut": 274080, "ff": 548160, "bram18": 2 * 912}
     with pytest.raises(UnsupportedModelError, match="xcu250"):
         get_part("xc7a35t")
 
