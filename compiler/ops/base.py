@@ -259,8 +259,15 @@ def exact_einsum(spec: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     and the contraction runs through BLAS (several times faster than numpy's integer
     einsum, the same integers on every CPU and thread count); otherwise int64."""
     a64, b64 = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-    peak_a = int(np.abs(a64).max()) if a64.size else 0
-    mass_b = int(np.abs(b64).sum(dtype=object)) if b64.size else 0
+
+    def peak(v: np.ndarray) -> int:  # as Python ints: abs(-2**63) does not fit int64
+        return max(-int(v.min()), int(v.max())) if v.size else 0
+
+    peak_a, peak_b = peak(a64), peak(b64)
+    if peak_b * b64.size < 1 << 62:  # the int64 sum of |b| cannot overflow
+        mass_b = int(np.abs(b64).sum())
+    else:
+        mass_b = int(np.abs(b64.astype(object)).sum())
     if peak_a * mass_b < F64_EXACT:
         return np.einsum(spec, a64.astype(np.float64), b64.astype(np.float64), optimize=True).astype(np.int64)
     return np.einsum(spec, a64, b64, optimize=False)
