@@ -1,7 +1,8 @@
 """Partitioned projects through the CLI: `compile --partition` writes one project per
 distinct block kernel (or layer kernel for halo exchange) plus the tail; `emulate` runs the
 blocks' C-simulations in worker processes and `verify` finds 0 mismatches against the exact
-reference of the whole model; the C++ host (overlap mode) does the same tiling in C++."""
+reference of the whole model; the C++ host (overlap mode) does the same tiling in C++; the
+io_stream kernels and tail pass `tessera check`."""
 
 from __future__ import annotations
 
@@ -55,6 +56,14 @@ def test_partitioned_project_verifies(tmp_path, conv3d_model, mode, grid, io_typ
     assert rep["mismatches"] == 0 and rep["samples"] == 200
     # the C++ host (same schedule: tiles, kernel runs, exchanges, stitching, tail) agrees too
     assert rep["testbench"].startswith("passed: tessera-host: 4 samples") and rep["testbench"].endswith(" 0 mismatches")
+    if io_type == "stream":  # every kernel and the tail pass the checks C-simulation cannot give
+        r = runner.invoke(main, ["check", str(prj), "--json", str(tmp_path / "check.json")])
+        assert r.exit_code == 0, r.output
+        checks = json.loads((tmp_path / "check.json").read_text())
+        assert len(checks) == len(set(m["kernels"].values())) + 1
+        for c in checks.values():
+            assert c["ok"] and c["synthesis_syntax"]["ok"] and c["lint"] == [] and c["fifo"]["ok"]
+            assert c["fifo"]["applicable"] and c["fifo"]["fifos"]
 
 
 def test_partition_auto_without_budget_asks_the_performance_model(tmp_path, conv3d_model):
