@@ -170,18 +170,19 @@ def recurrent_work(op: cp.CellOp, attrs, ins, out, *, states: int, mults: int, t
     hidden = cells[0].hidden
     w_bits = cp.stored_width(mats)
     state: list[Memory] = []
+    if frame is not None:  # a windowed frame's banks: K x K per channel, ceil(H/K) ceil(W/K) words each
+        k, hh, ww = frame
+        window_depth = -(-hh // k) * -(-ww // k)
     for c in cells:
         hb = c.out.out.width
         if frame is None:
             state += [Memory(2 * hidden, 1, hb)] + [Memory(1, hidden, hb)] * (states - 2)
         else:
-            k, hh, ww = frame
-            state += [Memory(hidden * k * k, -(-hh // k) * -(-ww // k), hb)] + [Memory(1, hidden * hh * ww, hb)] * (states - 1)
+            state += [Memory(hidden * k * k, window_depth, hb)] + [Memory(1, hidden * hh * ww, hb)] * (states - 1)
         widths = [g.act.out.out.width if op.carries_scales else g.act.payload_bits() for g in c.gates]
         state.append(Memory(len(c.gates), max(g.acc.qmax - g.acc.qmin + 1 for g in c.gates), max(widths)))
     if frame is not None:  # the input frame
-        k, hh, ww = frame
-        state.append(Memory(x.shape[1] * k * k, -(-hh // k) * -(-ww // k), bits(x)))
+        state.append(Memory(x.shape[1] * k * k, window_depth, bits(x)))
     return linear_work(ins, out, macs=op.macs(attrs, ins, out), weight_bits=op.weight_bits(attrs), mults=mults,
                        taps=taps, steps=steps, kind=cp.codebook_kind(mats), w_bits=w_bits, state=tuple(state),
                        acc_bits=bits(x) + w_bits + max(1, math.ceil(math.log2(taps))), lanes=len(cells[0].gates),

@@ -31,8 +31,8 @@ BRAM18_SHAPES = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 5
 
 
 class Storage(StrEnum):
-    """How an on-chip array is built: a RAM (block RAM tiles), or hls4ml's ``ap_shift_reg``
-    line buffers (shift-register LUTs)."""
+    """How an on-chip array is built: a RAM (registers, distributed RAM or block RAM tiles by
+    its depth), or hls4ml's ``ap_shift_reg`` line buffers (shift-register LUTs)."""
 
     RAM = "ram"
     SHIFT = "shift register"
