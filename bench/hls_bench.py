@@ -40,12 +40,14 @@ def csim_peak_rss_mb(prj: Path, codes) -> float:
 
 def hls_checks(prj: Path) -> dict:
     """``tessera check`` of a project (every kernel of a partitioned one): the synthesis
-    branch compiles, lint findings, bounded FIFOs (docs/hls-checks.md)."""
+    branch compiles and its weights equal C-simulation's, lint findings, bounded FIFOs
+    (docs/hls-checks.md)."""
     reports = [check_project(p) for p in project_folders(prj)]
     fifo = [r.fifo for r in reports if r.fifo.applicable]
     return {"ok": all(r.ok for r in reports), "projects": len(reports),
-            "synthesis_syntax": all(r.syntax.ok for r in reports),
-            "synthesis_errors": [e for r in reports for e in r.syntax.errors][:5],
+            "synthesis_syntax": all(r.syntax.ok and r.weights.ok for r in reports),
+            "synthesis_errors": [e for r in reports for e in (*r.syntax.errors, *r.weights.findings)][:5],
+            "weight_values": sum(r.weights.values for r in reports),
             "lint_findings": [f.line_text() for r in reports for f in r.lint],
             "fifo": "none (io_parallel)" if not fifo else ("ok" if all(f.ok for f in fifo) else
                                                           "; ".join(f.line() for f in fifo if not f.ok)),

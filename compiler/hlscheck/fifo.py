@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ...hls_templates import path as template_path
 from ..errors import ProjectError
-from ..sim.build import BASE_FLAGS, last_error_line, require_gxx
+from ..sim.build import BASE_FLAGS, STACK_LIMIT, last_error_line, require_gxx
 from ..writer import read_manifest
 
 #: Where the check's sources and executable live inside the project.
@@ -138,8 +138,8 @@ def fifo_check(prj: str | Path, samples: int = DEFAULT_SAMPLES, depths: dict[str
     if res.returncode != 0:
         raise ProjectError(f"bounded-FIFO link failed: {last_error_line(res.stderr)}")
     try:
-        run = subprocess.run([f"./{exe}", f"{FIFO_DIR}/input.txt", f"{FIFO_DIR}/expected.txt"], cwd=prj,
-                             capture_output=True, text=True, timeout=timeout)
+        run = subprocess.run(["bash", "-c", f"{STACK_LIMIT}./{exe} {FIFO_DIR}/input.txt {FIFO_DIR}/expected.txt"],
+                             cwd=prj, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return FifoReport(True, False, round(time.perf_counter() - t0, 2), samples,
                           detail=f"no result after {timeout:.0f} s")

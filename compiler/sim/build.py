@@ -56,6 +56,9 @@ BUILD_DIR = ".csim"
 BUILD_HASH = ".tessera-build.sha256"
 #: The testbench executable, in the project folder.
 TESTBENCH = "tessera_tb"
+#: Shell prefix of every standalone testbench run: io_parallel designs keep whole feature
+#: maps on the stack (build_tessera_tb.sh sets the same limit).
+STACK_LIMIT = "ulimit -s unlimited 2>/dev/null || ulimit -s 1048576 2>/dev/null; exec "
 #: nnet_utils headers that are the project's own (generated), never precompiled.
 GENERATED_HEADERS = ("nnet_code_gen.h",)
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from ..writer import read_manifest
 from ..errors import InputDataError, SimulationError
-from .build import BuildReport, Builder, last_error_line, library_path, require_gxx, usable_cores
+from .build import (STACK_LIMIT, TESTBENCH, BuildReport, Builder, last_error_line, library_path, require_gxx,
+                    usable_cores)
 
 #: A worker is started for every this many samples of a run, up to ``workers``: a worker
 #: costs a process start (~0.2 s), worth it only when it has samples to run.
@@ -237,9 +238,8 @@ class CSim:
         """Run the project's own g++ testbench (built with the library) on its reference
         samples; returns (exit status, last line)."""
         self.build(testbench=True)
-        # io_parallel designs keep whole feature maps on the stack (as build_tessera_tb.sh does)
-        res = subprocess.run(["bash", "-c", "ulimit -s unlimited 2>/dev/null || ulimit -s 1048576 2>/dev/null; "
-                                            "exec ./tessera_tb"], cwd=self.prj, capture_output=True, text=True)
+        res = subprocess.run(["bash", "-c", f"{STACK_LIMIT}./{TESTBENCH}"], cwd=self.prj, capture_output=True,
+                             text=True)
         text = (res.stdout + res.stderr).strip()
         return res.returncode, text.splitlines()[-1] if text else ""
 

@@ -20,9 +20,17 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <pthread.h>
 #include <string>
-#include <thread>
 #include <vector>
+
+// Each process's stack: the layers keep their working arrays there (hls4ml's io_stream conv
+// layers hold a K*K*C x F product array per pixel: tens of MB for ResNet-18's last convs).
+// A std::thread gets the C library's default (the stack limit, commonly 8 MB); the pages are
+// only reserved, so a generous size costs nothing until used.
+#ifndef TESSERA_FIFO_STACK_BYTES
+#define TESSERA_FIFO_STACK_BYTES (512UL << 20)
+#endif
 
 namespace tessera_fifo {
 
@@ -113,22 +121,31 @@ class Region {
             std::lock_guard<std::mutex> g(s.lock);
             s.running += (int)processes_.size();
         }
-        std::vector<std::thread> threads;
+        std::vector<pthread_t> threads(processes_.size());
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, TESSERA_FIFO_STACK_BYTES);
         for (size_t i = 0; i < processes_.size(); i++)
-            threads.emplace_back([this, i]() {
-                processes_[i]();
-                State &st = state();
-                std::lock_guard<std::mutex> g(st.lock);
-                st.running--;
-                if (st.running > 0 && st.waiting >= st.running)
-                    deadlock();
-            });
-        for (std::thread &t : threads)
-            t.join();
+            if (pthread_create(&threads[i], &attr, &Region::start, &processes_[i]) != 0) {
+                std::fprintf(stderr, "tessera-fifo: cannot start process %zu of the dataflow region\n", i);
+                std::_Exit(4);
+            }
+        pthread_attr_destroy(&attr);
+        for (pthread_t &t : threads)
+            pthread_join(t, nullptr);
         processes_.clear();
     }
 
   private:
+    static void *start(void *process) {
+        (*static_cast<std::function<void()> *>(process))();
+        State &st = state();
+        std::lock_guard<std::mutex> g(st.lock);
+        st.running--;
+        if (st.running > 0 && st.waiting >= st.running)
+            deadlock();
+        return nullptr;
+    }
     std::vector<std::function<void()>> processes_;
 };
 

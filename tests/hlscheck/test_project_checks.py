@@ -106,3 +106,102 @@ def test_cli_check_exit_codes(skip_projects, tmp_path):
     assert bad.exit_code == 1 and "deadlock" in bad.output and f"{relu_in} (depth 1)" in bad.output
     usage = CliRunner().invoke(main, ["check", str(prj), "--depth", "x=0"])
     assert usage.exit_code == 2
+
+
+def _copy(skip_projects, tmp_path, io="io_parallel"):
+    import shutil
+
+    prj = tmp_path / "prj"
+    shutil.copytree(skip_projects[io], prj)
+    return prj
+
+
+def _largest_header(prj):
+    return max((prj / "firmware" / "weights").glob("*.h"), key=lambda h: h.stat().st_size)
+
+
+def _set_token(header, index, value):
+    """Replace the index-th value of the header's synthesis initializer."""
+    text = header.read_text()
+    head, body = text.split("] = {", 1)
+    body, tail = body.split("};", 1)
+    tokens = body.split(", ")
+    tokens[index] = value
+    header.write_text(f"{head}] = {{{', '.join(tokens)}}};{tail}")
+    return tokens
+
+
+def test_weights_scan_compares_synthesis_initializers_with_csim_values(skip_projects, tmp_path):
+    from tessera.compiler.hlscheck.weights import scalar_types, scan_weights
+
+    prj = _copy(skip_projects, tmp_path)
+    rep, arrays = scan_weights(prj)
+    assert rep.ok and rep.arrays == len(arrays) == len(list((prj / "firmware" / "weights").glob("*.h")))
+    assert rep.values == sum(a.size for a in arrays) > 0 and rep.shortened == ()
+    header = _largest_header(prj)
+    arr = next(a for a in arrays if a.header.name == header.name)
+    t = scalar_types((prj / "firmware" / "defines.h").read_text())[arr.type_name]
+    tokens = header.read_text().split("] = {", 1)[1].split("};", 1)[0].split(", ")
+    last = len(tokens) - 1
+    # a value C-simulation never sees (the .txt keeps the old one), still exact in the type
+    other = "0" if tokens[last] != "0" else "1"
+    _set_token(header, last, other)
+    rep, _ = scan_weights(prj)
+    assert not rep.ok and rep.findings == [
+        f"{header.name} ({arr.name}): element {last} is {other} in synthesis and {tokens[last]} in C-simulation "
+        f"({header.with_suffix('.txt').name})"]
+    # a value the type cannot hold
+    big = str(2 ** t.integer)
+    _set_token(header, last, big)
+    rep, _ = scan_weights(prj)
+    assert rep.findings == [f"{header.name} ({arr.name}): value {big} is not exact in {arr.type_name}"]
+    # one value too few
+    text = header.read_text()
+    header.write_text(text.replace(f", {big}}};", "};"))
+    rep, _ = scan_weights(prj)
+    assert rep.findings == [f"{header.name} ({arr.name}): {last} initializer values for {arr.size} elements"]
+
+
+def test_large_arrays_reach_gxx_shortened_and_are_still_scanned_in_full(skip_projects, tmp_path, monkeypatch):
+    """Past FULL_VALUES the syntax pass compiles the largest arrays' first values only (g++
+    needs about 10 KB a class-type initializer); the scan still reads their every value."""
+    from tessera.compiler.hlscheck import weights
+
+    monkeypatch.setattr(weights, "FULL_VALUES", 0)
+    monkeypatch.setattr(weights, "KEPT_VALUES", 4)
+    prj = _copy(skip_projects, tmp_path)
+    rep = check_project(prj, fifo=False)
+    assert rep.ok and rep.syntax.ok and rep.lint == [], rep.lines()
+    header = _largest_header(prj)
+    arrays = weights.read_arrays(prj)
+    arr = next(a for a in arrays if a.header.name == header.name)
+    assert arr.count > 4 and arr.name in rep.weights.shortened
+    stand = (prj / ".csim" / "synthesis_weights.h").read_text()
+    assert f"#define {arr.guard}\n{arr.type_name} {arr.name}[{arr.size}] = {{{', '.join(arr.head)}}};" in stand
+    # past the values g++ sees: a mismatch the scan alone catches
+    tokens = _set_token(header, arr.count - 1, "not_a_value")
+    rep = check_project(prj, lint=False, fifo=False)
+    assert rep.syntax.ok and not rep.weights.ok and not rep.ok
+    assert rep.weights.findings == [f"{header.name} ({arr.name}): value 'not_a_value' is not a number"]
+    assert len(tokens) == arr.count
+
+
+def test_fifo_processes_get_a_large_stack(tmp_path):
+    """Each process of the bounded-FIFO region runs on its own thread with a stack for the
+    layers' working arrays (hls4ml's io_stream convs hold a K*K*C x F array per pixel): 64 MB
+    of locals, eight times the usual thread default, runs."""
+    import subprocess
+
+    from tessera.compiler.sim.build import require_gxx
+    from tessera.hls_templates import path as template_path
+
+    (tmp_path / "probe.cpp").write_text(
+        f'#include "{template_path("sim/tessera_bounded_stream.h")}"\n'
+        "static long touch() { volatile char big[64 << 20]; for (long i = 0; i < (64 << 20); i += 4096) big[i] = 1;\n"
+        "  long s = 0; for (long i = 0; i < (64 << 20); i += 4096) s += big[i]; return s; }\n"
+        "int main() { long a = 0, b = 0; tessera_fifo::Region r; r.add([&]() { a = touch(); });\n"
+        "  r.add([&]() { b = touch(); }); r.run(); return a == (64 << 20) / 4096 && a == b ? 0 : 1; }\n")
+    subprocess.run([require_gxx(), "-std=c++17", "-O1", "-pthread", "probe.cpp", "-o", "probe"], cwd=tmp_path,
+                   check=True)
+    res = subprocess.run(["bash", "-c", "ulimit -s 8192; exec ./probe"], cwd=tmp_path)
+    assert res.returncode == 0
