@@ -3,7 +3,9 @@ factors, io type, strategy and block grid, summed over the graph and checked aga
 
 Per layer with reuse factor R (docs/estimate.md has the sources):
 
-* multipliers ``n = ceil(mults / R) - zeros // R`` (hls4ml's ``multiplier_limit``, ops/work.py), DSPs ``n x tiles``
+* multipliers ``n = ceil(mults / R) - zeros // R`` (hls4ml's ``multiplier_limit``, ops/work.py; a kernel
+  with several ALLOCATION regions, the recurrent cells: the sum over its regions plus one per
+  product outside them, ``Work.multipliers``), DSPs ``n x tiles``
   for wide products, LUTs ``n x (LUTs per product + accumulator bits)`` plus the
   non-multiply lanes; FFs ``n x (x + w + accumulator bits)`` plus lanes, plus the output
   array in io_parallel;
@@ -31,7 +33,7 @@ from ..ir.graph import Graph, Node
 from ..ir.types import TensorType
 from ..ops import OPS
 from ..ops.cellprog import Codebook
-from ..ops.work import LUT6_BITS, Memory, Work, multiplier_limit
+from ..ops.work import LUT6_BITS, Memory, Work
 from ..partition import Plan, choose_cut, plan_overlapped, required_spans
 from .parts import DSP_A_BITS, DSP_B_BITS, Part
 
@@ -239,7 +241,7 @@ def layer_estimate(lw: LayerWork, reuse: int, io_type: str, strategy: str) -> La
     if strategy not in STRATEGIES:
         raise UnsupportedModelError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy}")
     r = reuse if w.reusable else 1
-    n = multiplier_limit(w.mults, w.zero_mults, r) if w.mults else 0
+    n = w.multipliers(r)
     mult_kind, lut_per_mult, dsp_per_mult = mult_cost(w.weight_kind, w.x_bits, w.w_bits) if w.mults else ("none", 0, 0)
     dsp = n * dsp_per_mult
     lut = n * (lut_per_mult + w.acc_bits) + w.lanes * w.lut_per_lane

@@ -155,7 +155,7 @@ def frames_extension(layer: str, prefix: str, weights: tuple[str, ...], doc: str
 
 
 def recurrent_work(op: cp.CellOp, attrs, ins, out, *, states: int, mults: int, taps: int, steps: int,
-                   frame: tuple[int, int, int] | None = None) -> Work:
+                   regions: tuple[int, ...], frame: tuple[int, int, int] | None = None) -> Work:
     """LSTM / GRU / ConvLSTM kernels (hls_templates/rnn): the Hidden (x Pixels) loop is
     pipelined with II = reuse; one iteration computes every gate of one unit (one pixel).
     ``states``: 3 with a cell state (LSTM: h, the next h, c), else 2 (GRU: h, the next h).
@@ -186,7 +186,7 @@ def recurrent_work(op: cp.CellOp, attrs, ins, out, *, states: int, mults: int, t
     return linear_work(ins, out, macs=op.macs(attrs, ins, out), weight_bits=op.weight_bits(attrs), mults=mults,
                        taps=taps, steps=steps, kind=cp.codebook_kind(mats), w_bits=w_bits, state=tuple(state),
                        acc_bits=bits(x) + w_bits + max(1, math.ceil(math.log2(taps))), lanes=len(cells[0].gates),
-                       lut_per_lane=bits(out))
+                       lut_per_lane=bits(out), regions=tuple(g for g in regions if g))
 
 
 def check_table_inputs(quants, node: str) -> None:

@@ -232,13 +232,14 @@ class ConvLstm(cp.CellOp[Attrs]):
     def cost(self, a: Attrs, ins, out, io):
         t, c, hh, ww = ins[0].shape
         enc, pix = a.encoder, hh * ww
-        mults = sum(self.weight_products(a, ins[0]).values())
+        regions = tuple(self.weight_products(a, ins[0]).values())  # one ALLOCATION region per cell
+        mults = sum(regions)
         steps = t * enc.hidden * pix
         if a.forecaster is not None:
             steps += a.steps_out * enc.hidden * pix
         mults += len(self.analyze(a, ins[0]).forms)  # float-scale requantizations: one multiplier each
         return recurrent_work(self, a, ins, out, states=3, mults=mults, taps=(c + enc.hidden) * enc.kernel ** 2,
-                              steps=steps, frame=(enc.kernel, hh, ww))
+                              steps=steps, regions=regions, frame=(enc.kernel, hh, ww))
 
 
 OP = ConvLstm()

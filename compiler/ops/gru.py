@@ -166,7 +166,8 @@ class Gru(cp.RecurrentOp[Attrs]):
     def cost(self, attrs: Attrs, ins, out, io):
         t, i = ins[0].shape
         steps_ms = len(self.analyze(attrs, ins[0]).forms)  # float-scale requantizations: a multiplier (or comparators) each
-        return recurrent_work(self, attrs, ins, out, states=2, mults=self.weight_products(attrs, ins[0]) + steps_ms,
+        products = self.weight_products(attrs, ins[0])  # one ALLOCATION region (hls_templates/rnn)
+        return recurrent_work(self, attrs, ins, out, states=2, mults=products + steps_ms, regions=(products,),
                               taps=i + attrs.hidden, steps=t * attrs.hidden)
 
 

@@ -102,10 +102,22 @@ class Work:
     out_bits: int = 0  # the output tensor (io_parallel keeps it in registers)
     fill_steps: int = 0  # io_stream: input iterations before the first output
     reuse_dims: tuple[int, int] | None = None  # hls4ml's (n_in, n_out) reuse-factor rule; None: divisors of mults
+    # products of each ALLOCATION region of a kernel with several (the recurrent cells' weight
+    # products); the rest of `mults` is outside any. Empty: the whole kernel is one region.
+    regions: tuple[int, ...] = ()
 
     @property
     def reusable(self) -> bool:
         return self.mults > 0
+
+    def multipliers(self, reuse: int) -> int:
+        """Multipliers at reuse factor ``reuse``: the ALLOCATION limit of each region
+        (:func:`multiplier_limit`), plus one per product outside the regions."""
+        if not self.mults:
+            return 0
+        if not self.regions:
+            return multiplier_limit(self.mults, self.zero_mults, reuse)
+        return sum(multiplier_limit(g, 0, reuse) for g in self.regions) + self.mults - sum(self.regions)
 
     def memories(self, io: str) -> tuple[Memory, ...]:
         """The kernel's on-chip arrays in io type ``io``."""
@@ -133,13 +145,14 @@ def linear_work(ins: list[TensorType], out: TensorType, *, macs: int, weight_bit
                 steps: int, kind: str, w_bits: int, reuse_dims=None, line_buffer: tuple[Memory, ...] = (),
                 fill_steps: int = 0, state: tuple[Memory, ...] = (), acc_bits: int | None = None, lanes: int = 0,
                 lut_per_lane: int = 0,
-                zero_mults: int = 0) -> Work:
+                zero_mults: int = 0, regions: tuple[int, ...] = ()) -> Work:
     """A kernel of products of the input with stored weights (dense, convolutions, cells)."""
     acc = acc_bits if acc_bits is not None else bits(out)
     return Work(macs=macs, mults=mults, zero_mults=zero_mults, steps=steps, taps=taps, weight_kind=kind, x_bits=bits(ins[0]), w_bits=w_bits,
                 acc_bits=acc, lanes=lanes, lut_per_lane=lut_per_lane, ff_per_lane=acc if lanes else 0,
                 weight_bits=weight_bits, state=state, line_buffer=line_buffer,
-                out_bits=out.size * bits(out), fill_steps=fill_steps, reuse_dims=reuse_dims)
+                out_bits=out.size * bits(out), fill_steps=fill_steps, reuse_dims=reuse_dims,
+                regions=regions)
 
 
 def padded(x: TensorType, pads: tuple[int, ...]) -> list[int]:

@@ -77,6 +77,17 @@ def test_zero_weights_need_no_multiplier():
     assert multiplier_limit(64, 0, 4) == 16 and multiplier_limit(64, 8, 4) == 14 and multiplier_limit(65, 0, 4) == 17
 
 
+def test_allocation_regions_each_round_up_and_products_outside_stay():
+    """A kernel with ALLOCATION regions (the recurrent cells): each region's limit, plus one
+    multiplier per product outside them (float-scale requantizations)."""
+    from tessera.compiler.ops.work import Work
+
+    assert Work(macs=1, mults=65).multipliers(4) == 17
+    assert Work(macs=1, mults=65, regions=(33, 30)).multipliers(4) == 9 + 8 + 2
+    assert Work(macs=1, mults=65, regions=(33, 30)).multipliers(1) == 65
+    assert Work(macs=1).multipliers(4) == 0
+
+
 @pytest.mark.parametrize("folder,header", [("conv3d", "nnet_tessera_conv3d.h"),
                                            ("convtranspose3d", "nnet_tessera_convtranspose3d.h")])
 def test_3d_kernels_allocate_the_limit(folder, header):
@@ -96,8 +107,10 @@ def test_3d_kernels_allocate_the_limit(folder, header):
 def test_recurrent_cells_allocate_their_weight_products_divided_by_reuse(make_graph, make_type, rnn_builders, rng,
                                                                         tmp_path, cell, io_type):
     """The ALLOCATION limit of a cell's weight products (one unit, every gate, per pipelined
-    iteration) is ceil(products / R), g++-evaluated; on power-of-two scales (no float-scale
-    requantization multipliers) it is also the estimator's multiplier count."""
+    iteration; ConvLSTM: per cell) is ceil(products / R), g++-evaluated, and the estimator's
+    multiplier count is their sum (power-of-two scales: no requantization multipliers outside
+    the regions).  R = 16 divides neither ConvLSTM cell's products: the sum of the two limits
+    is one more than ceil(all products / 16)."""
     from tessera.compiler.ops import OPS
 
     if cell == "convlstm":
@@ -112,12 +125,14 @@ def test_recurrent_cells_allocate_their_weight_products_divided_by_reuse(make_gr
     cells = products if cell == "convlstm" else {"": products}
     assert all(v > 0 for v in cells.values())
     assert not op.analyze(attrs, g.values[g.input]).forms  # power-of-two scales: no requantization multipliers
-    for r in (1, 2, 4):
+    for r in (1, 2, 16):
         prj = write_project(g, None, tmp_path / f"r{r}", HlsOptions(io_type=io_type, reuse=r), tb_samples=2)
         limits = cell_limits(prj, [k.replace("_products", "_") for k in cells])
         assert limits == [-(-v // r) for v in cells.values()], (r, limits)
         est = next(e for e in estimate(g, get_part("xcu250"), reuse=r, io_type=io_type).layers if e.node == node.name)
-        assert est.multipliers == multiplier_limit(sum(cells.values()), 0, r)
+        assert est.multipliers == sum(limits)
+    if cell == "convlstm":
+        assert sum(-(-v // 16) for v in cells.values()) == -(-sum(cells.values()) // 16) + 1
 
 
 def cell_limits(prj: Path, prefixes: list[str]) -> list[int]:
