@@ -197,8 +197,28 @@ def run_model(label: str, path: Path, input_type: str | None, digits: bool, work
     return row
 
 
+def recheck(doc: dict, work: Path, out: Path) -> None:
+    """``tessera check`` of each row's project, where the folder in ``work`` is the one the
+    row's run wrote (its manifest dated the row's run); the row records the check's date."""
+    from hls_bench import checks_cell, hls_checks
+
+    for r in doc["rows"]:
+        prj = work / f"{r['model'].replace(' ', '_')}_tessera"
+        manifest = prj / "tessera.json"
+        if "error" in r["tessera"] or not manifest.is_file() or \
+                time.strftime("%Y-%m-%d", time.localtime(manifest.stat().st_mtime)) != r.get("run"):
+            r["tessera"].pop("hls_checks", None)
+            continue
+        t0 = time.perf_counter()
+        r["tessera"]["hls_checks"] = hls_checks(prj) | {"run": time.strftime("%Y-%m-%d")}
+        print(json.dumps({"model": r["model"], "checks": checks_cell(r["tessera"]),
+                          "seconds": round(time.perf_counter() - t0, 1)}), flush=True)
+        (out / "realworld.json").write_text(json.dumps(doc, indent=1))
+
+
 def render(doc: dict, out: Path) -> None:
     import matplotlib
+    from hls_bench import checks_cell
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -223,10 +243,11 @@ def render(doc: dict, out: Path) -> None:
              "precision, the row's io type, `predict` vs the same float64 executor on the same inputs. The six zoo files "
              "are measured in both io types (the `io_stream` rows). Rules: see "
              "`bench/realworld.py`'s docstring; a trailing Softmax is compared as logits for Tessera, as probabilities "
-             "for hls4ml.", "",
+             "for hls4ml. *HLS checks*: `tessera check` of the row's project as its run wrote it (`--checks-only`, "
+             "docs/hls-checks.md; '-': that project is no longer kept).", "",
              "| model | Tessera io | verified samples | outputs | C-sim mismatches | equal to the user's model | compile s | "
              "C-sim build s | requantization (estimate, xcu250) | hls4ml converts? | hls4ml equal % | hls4ml max abs diff | "
-             "hls4ml argmax % | hls4ml convert + compile s |", "|" + "---|" * 14]
+             "hls4ml argmax % | hls4ml convert + compile s | HLS checks (synthesis / lint / FIFOs) |", "|" + "---|" * 15]
     for r in rows:
         t, h, q = r["tessera"], r["hls4ml"], r["requant"]
         if "error" in t:
@@ -242,7 +263,7 @@ def render(doc: dict, out: Path) -> None:
                       f" | {h['convert_s']} + {h['compile_s']}")
         else:
             hcells = f"no: {h.get('error', '')} | - | - | - | -"
-        lines.append(f"| {r['model']} | {tcells} | {qcell} | {hcells} |")
+        lines.append(f"| {r['model']} | {tcells} | {qcell} | {hcells} | {checks_cell(t)} |")
     ok = [r for r in rows if "error" not in r["tessera"]]
     total = sum(r["tessera"]["independent"]["outputs"] for r in ok)
     equal = sum(r["tessera"]["independent"]["equal"] for r in ok)
@@ -287,10 +308,16 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_realworld")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     ap.add_argument("--render-only", action="store_true")
+    ap.add_argument("--checks-only", action="store_true",
+                    help="run `tessera check` on the rows' projects kept in --work (those written on the row's run "
+                         "date) and record it in the rows")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    if args.render_only:
-        render(json.loads((args.out / "realworld.json").read_text()), args.out)
+    if args.render_only or args.checks_only:
+        doc = json.loads((args.out / "realworld.json").read_text())
+        if args.checks_only:
+            recheck(doc, args.work, args.out)
+        render(doc, args.out)
         return
     args.work.mkdir(parents=True, exist_ok=True)
     run = time.strftime("%Y-%m-%d")
