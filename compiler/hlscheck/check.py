@@ -65,11 +65,14 @@ def project_folders(prj: str | Path) -> list[Path]:
 
 
 def check_project(prj: str | Path, syntax: bool = True, lint: bool = True, fifo: bool = True,
-                  fifo_samples: int = DEFAULT_SAMPLES, depths: dict[str, int] | None = None) -> CheckReport:
-    """Run the chosen checks on project ``prj``."""
+                  fifo_samples: int = DEFAULT_SAMPLES, depths: dict[str, int] | None = None,
+                  weights: bool = True) -> CheckReport:
+    """Run the chosen checks on project ``prj`` (the weights scan always goes with the syntax
+    pass: it covers the values the syntax pass leaves out of large arrays)."""
     rep, arrays = CheckReport(Path(prj)), None
-    if syntax:  # the weights scan covers what the syntax pass leaves out of large arrays
+    if weights or syntax:
         rep.weights, arrays = scan_weights(prj)
+    if syntax:
         rep.syntax = synthesis_syntax(prj, arrays)
     if lint:
         rep.lint, rep.linted = lint_view(synthesis_view(prj, arrays)), True
