@@ -78,10 +78,10 @@ def write_outputs(results: list[dict], out: Path) -> None:
              "(upper bounds).", "",
              "Synthesizable in principle: the io_stream rows whose *HLS checks* pass (`tessera check`: the synthesis "
              "branch compiles, the lint is clean, the FIFOs at their declared depths do not deadlock; docs/hls-checks.md). "
-             "C-simulation only: io_parallel at 32^3, which keeps every feature map in registers; `tessera compile` "
-             "refuses it now (the design-size guard: its completely partitioned feature maps exceed 80 % of the U250's "
-             "flip-flops; the message gives the bits). "
-             "Rows measured before the guard (and before the checks: '-') keep their numbers; a rerun records the refusal.",
+             "Not synthesizable: io_parallel at 32^3, which keeps every feature map in registers; `tessera compile` "
+             "refuses it (the design-size guard: its completely partitioned feature maps exceed 80 % of the U250's "
+             "flip-flops; the row gives the message), so it is neither built nor verified here. The *synthesis* check includes the weights scan: the "
+             "initializers Vitis HLS would synthesize equal the values C-simulated, each exact in its type.",
              "",
              f"| model | io | ops | {COMMON_HEADER} | user QONNX agrees | MACs | weight bits | max acc bits |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
