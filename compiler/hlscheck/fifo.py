@@ -68,8 +68,8 @@ class FifoReport:
         if not self.applicable:
             return "bounded FIFOs: none (io_parallel)"
         if self.ok:
-            return (f"bounded FIFOs: {len(self.peaks)} FIFOs at their declared depths, {self.samples} samples "
-                    f"exact, no deadlock ({self.seconds:.1f} s)")
+            return (f"bounded FIFOs: {len(self.peaks)} FIFOs at their declared depths, {self.samples} "
+                    f"sample{'s' if self.samples != 1 else ''} exact, no deadlock ({self.seconds:.1f} s)")
         if self.deadlock:
             return f"bounded FIFOs: deadlock, full FIFO {', '.join(self.deadlock)}"
         return f"bounded FIFOs: {self.detail}"
