@@ -11,8 +11,10 @@ header's ``__SYNTHESIS__`` branch instead.  Nothing else compares the two, so
 - each value is exact in its declared type (``ap_fixed``/``ap_ufixed``/``ap_int``/``ap_uint``
   from ``defines.h``: no rounding, no saturation on assignment);
 - each literal reaches the type without rounding on both paths: the ``.txt`` path reads
-  ``ap_fixed`` values through a ``double`` and the header's integer literals are at most
-  64-bit, so every value must be exact in float64 and, when written as an integer, fit 64 bits.
+  ``ap_fixed``/``ap_ufixed`` values through a ``double`` (``ap_int``/``ap_uint`` from their
+  digits) and the header's literals are C++ ``double`` or 64-bit integer literals, so a value
+  must be exact in float64 unless it is an integer of an ``ap_int``/``ap_uint`` type, and an
+  integer literal must fit 64 bits.
 
 g++ holds each class-type initializer as its own constructor call (about 10 KB of memory a
 value): ResNet-18's 11 M weights would need over 100 GB for ``g++ -fsyntax-only``.  So the
@@ -48,6 +50,7 @@ class FixedType:
     signed: bool
     width: int
     integer: int
+    fixed: bool = True  # ap_fixed / ap_ufixed (hls4ml's .txt loader reads them through a double)
 
     def exact(self, value: Fraction) -> bool:
         """Whether assigning ``value`` to this type keeps it unchanged."""
@@ -63,7 +66,8 @@ def scalar_types(defines: str) -> dict[str, FixedType]:
     out = {}
     for kind, width, integer, name in TYPEDEF.findall(defines):
         w = int(width)
-        out[name] = FixedType(kind in ("ap_fixed", "ap_int"), w, int(integer) if integer else w)
+        out[name] = FixedType(kind in ("ap_fixed", "ap_int"), w, int(integer) if integer else w,
+                              kind in ("ap_fixed", "ap_ufixed"))
     return out
 
 
@@ -125,9 +129,12 @@ def read_arrays(prj: str | Path) -> list[WeightArray]:
     return [p[0] for p in map(parse_header, headers(Path(prj))) if p is not None]
 
 
-def _literal_exact(token: str, value: Fraction) -> bool:
-    if INTEGER.fullmatch(token) and not -INT64 <= value < INT64:
-        return False
+def _literal_exact(token: str, value: Fraction, t: FixedType) -> bool:
+    if INTEGER.fullmatch(token):
+        if not -INT64 <= value < INT64:
+            return False
+        if not t.fixed:
+            return True
     try:
         return Fraction(float(token)) == value
     except (ValueError, OverflowError):
@@ -156,7 +163,7 @@ def _check_array(a: WeightArray, tokens: list[str], types: dict[str, FixedType])
     for tok in sorted(set(tokens)):
         if not t.exact(values[tok]):
             return [f"{where}: value {tok} is not exact in {a.type_name}"]
-        if not _literal_exact(tok, values[tok]):
+        if not _literal_exact(tok, values[tok], t):
             return [f"{where}: literal {tok} is rounded on its way to {a.type_name} (not exact in double or 64 bits)"]
     if tokens != loaded:
         for i, (x, y) in enumerate(zip(tokens, loaded)):
