@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from ..ir.types import FixedType
+from ..writer import read_manifest
+
 #: Weight values the syntax pass compiles as written; larger projects get stand-ins.
 FULL_VALUES = 131_072
 #: Values a stand-in keeps (its declaration is the header's own).
@@ -44,30 +47,26 @@ INT64 = 1 << 63
 
 
 @dataclass(frozen=True)
-class FixedType:
-    """An ap_types scalar: ``width`` bits, ``integer`` of them above the binary point."""
+class ScalarType:
+    """A ``defines.h`` scalar typedef: its fixed-point type and whether hls4ml's ``.txt``
+    loader reads it through a ``double`` (ap_fixed / ap_ufixed; ap_int / ap_uint: digits)."""
 
-    signed: bool
-    width: int
-    integer: int
-    fixed: bool = True  # ap_fixed / ap_ufixed (hls4ml's .txt loader reads them through a double)
+    ftype: FixedType
+    through_double: bool
 
     def exact(self, value: Fraction) -> bool:
         """Whether assigning ``value`` to this type keeps it unchanged."""
-        scaled = value * Fraction(2) ** (self.width - self.integer)
-        if scaled.denominator != 1:
-            return False
-        lo, hi = (-(1 << (self.width - 1)), (1 << (self.width - 1)) - 1) if self.signed else (0, (1 << self.width) - 1)
-        return lo <= scaled.numerator <= hi
+        code = value * Fraction(2) ** self.ftype.frac
+        return code.denominator == 1 and self.ftype.min_code <= code.numerator <= self.ftype.max_code
 
 
-def scalar_types(defines: str) -> dict[str, FixedType]:
+def scalar_types(defines: str) -> dict[str, ScalarType]:
     """The scalar typedefs of a project's ``defines.h``, by name."""
     out = {}
     for kind, width, integer, name in TYPEDEF.findall(defines):
         w = int(width)
-        out[name] = FixedType(kind in ("ap_fixed", "ap_int"), w, int(integer) if integer else w,
-                              kind in ("ap_fixed", "ap_ufixed"))
+        out[name] = ScalarType(FixedType(w, w - (int(integer) if integer else w), kind in ("ap_fixed", "ap_int")),
+                               kind in ("ap_fixed", "ap_ufixed"))
     return out
 
 
@@ -129,11 +128,11 @@ def read_arrays(prj: str | Path) -> list[WeightArray]:
     return [p[0] for p in map(parse_header, headers(Path(prj))) if p is not None]
 
 
-def _literal_exact(token: str, value: Fraction, t: FixedType) -> bool:
+def _literal_exact(token: str, value: Fraction, t: ScalarType) -> bool:
     if INTEGER.fullmatch(token):
         if not -INT64 <= value < INT64:
             return False
-        if not t.fixed:
+        if not t.through_double:
             return True
     try:
         return Fraction(float(token)) == value
@@ -141,7 +140,7 @@ def _literal_exact(token: str, value: Fraction, t: FixedType) -> bool:
         return False
 
 
-def _check_array(a: WeightArray, tokens: list[str], types: dict[str, FixedType]) -> list[str]:
+def _check_array(a: WeightArray, tokens: list[str], types: dict[str, ScalarType]) -> list[str]:
     where = f"{a.header.name} ({a.name})"
     if a.count != a.size:
         return [f"{where}: {a.count} initializer values for {a.size} elements"]
@@ -176,7 +175,11 @@ def scan_weights(prj: str | Path) -> tuple[WeightsReport, list[WeightArray]]:
     """Check every weight header of project ``prj`` (see the module's docstring); also the
     arrays parsed, for :func:`stand_ins`."""
     prj = Path(prj)
-    types = scalar_types((prj / "firmware" / "defines.h").read_text())
+    read_manifest(prj)  # a Tessera project, or one line saying it is not
+    defines = prj / "firmware" / "defines.h"
+    if not defines.is_file():
+        return WeightsReport(findings=["firmware/defines.h is missing: the project's types are unknown"]), []
+    types = scalar_types(defines.read_text())
     rep, arrays = WeightsReport(), []
     for h in headers(prj):
         rep.arrays += 1
@@ -217,5 +220,5 @@ def stand_ins(arrays: list[WeightArray]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["FULL_VALUES", "KEPT_VALUES", "FixedType", "WeightArray", "WeightsReport", "parse_header", "read_arrays",
+__all__ = ["FULL_VALUES", "KEPT_VALUES", "ScalarType", "WeightArray", "WeightsReport", "parse_header", "read_arrays",
            "scalar_types", "scan_weights", "shortened", "stand_ins"]

@@ -151,7 +151,7 @@ def test_weights_scan_compares_synthesis_initializers_with_csim_values(skip_proj
         f"{header.name} ({arr.name}): element {last} is {other} in synthesis and {tokens[last]} in C-simulation "
         f"({header.with_suffix('.txt').name})"]
     # a value the type cannot hold
-    big = str(2 ** t.integer)
+    big = str(2 ** t.ftype.int_bits)
     _set_token(header, last, big)
     rep, _ = scan_weights(prj)
     assert rep.findings == [f"{header.name} ({arr.name}): value {big} is not exact in {arr.type_name}"]

@@ -26,6 +26,7 @@ def project(tmp_path, arrays: dict[str, tuple[str, list[str]]], txt: dict[str, l
     w = tmp_path / "firmware" / "weights"
     w.mkdir(parents=True)
     (tmp_path / "firmware" / "defines.h").write_text(TYPES)
+    (tmp_path / "tessera.json").write_text("{}")  # the scan reads any project with a manifest
     for name, (type_name, values) in arrays.items():
         (w / f"{name}.h").write_text(header(name, type_name, values))
         (w / f"{name}.txt").write_text(", ".join((txt or {}).get(name, values)))
@@ -60,6 +61,16 @@ def test_synthesis_and_csimulation_copies_must_agree(tmp_path):
     assert scan_weights(prj)[0].findings == ["b2.h (b2): b2.txt holds 2 values for 1 elements"]
     (prj / "firmware" / "weights" / "b2.txt").unlink()
     assert scan_weights(prj)[0].findings == ["b2.h (b2): no b2.txt (C-simulation's copy)"]
+
+
+def test_a_folder_that_is_not_a_project_is_one_line(tmp_path):
+    from tessera.compiler.errors import ProjectError
+
+    with pytest.raises(ProjectError, match="is not a Tessera project"):
+        scan_weights(tmp_path)
+    prj = project(tmp_path, {"w2": ("frac_t", ["1"])})
+    (prj / "firmware" / "defines.h").unlink()
+    assert scan_weights(prj)[0].findings == ["firmware/defines.h is missing: the project's types are unknown"]
 
 
 def test_headers_not_in_the_writers_form_are_reported(tmp_path):
