@@ -16,8 +16,8 @@ header's ``__SYNTHESIS__`` branch instead.  Nothing else compares the two, so
   must be exact in float64 unless it is an integer of an ``ap_int``/``ap_uint`` type, and an
   integer literal must fit 64 bits.
 
-g++ holds each class-type initializer as its own constructor call (about 10 KB of memory a
-value): ResNet-18's 11 M weights would need over 100 GB for ``g++ -fsyntax-only``.  So the
+g++ holds each class-type initializer as its own constructor call (its memory grows with
+the values): on ResNet-18 (11 M weights) ``g++ -fsyntax-only`` ran out of memory.  So the
 syntax pass compiles the headers as written while the project holds at most
 :data:`FULL_VALUES` values; beyond that, the largest arrays are given to g++ with their first
 :data:`KEPT_VALUES` values (:func:`stand_ins`: the same declaration, a shorter initializer)

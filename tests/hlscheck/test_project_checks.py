@@ -164,7 +164,7 @@ def test_weights_scan_compares_synthesis_initializers_with_csim_values(skip_proj
 
 def test_large_arrays_reach_gxx_shortened_and_are_still_scanned_in_full(skip_projects, tmp_path, monkeypatch):
     """Past FULL_VALUES the syntax pass compiles the largest arrays' first values only (g++
-    needs about 10 KB a class-type initializer); the scan still reads their every value."""
+    holds each class-type initializer as a constructor call); the scan still reads their every value."""
     from tessera.compiler.hlscheck import weights
 
     monkeypatch.setattr(weights, "FULL_VALUES", 0)
