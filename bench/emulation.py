@@ -90,8 +90,8 @@ def cosmoflow_model(work: Path, size: int = 32, width: float = 0.25) -> Path:
 
 #: Warm emulations timed per configuration (the fastest is reported).
 WARM_RUNS = 2
-#: Rows whose top function is also built at other optimisation levels (:func:`flag_study`).
-STUDY = ("digits_cnn io_parallel", "lstm ternary")
+#: Rows whose top function is also built other ways (:func:`flag_study`).
+STUDY = ("digits_cnn io_parallel", "digits_cnn io_stream", "lstm ternary")
 #: label -> (model file maker, io type, samples, block grid or None)
 MODELS = {
     "jet_mlp": (lambda w: zoo_model("jet_mlp_w8a8", w), "io_parallel", 10_000, None),
@@ -191,13 +191,15 @@ def tessera(label: str, model: Path, io_type: str, grid, codes: np.ndarray, ref:
     return row
 
 
-#: (opt, codegen opt) pairs of the optimisation study; the first is the build's default.
-FLAG_VARIANTS = (("-O2", "g"), ("-O1", "g"), ("-O3", "g"), ("-O2", "0"), ("-O2", "2"), ("-O3", "3"))
+#: (opt, codegen opt, ap_types view) of the build study; the first is the build's default.
+FLAG_VARIANTS = (("-O2", "g", True), ("-O2", "g", False), ("-O1", "g", True), ("-O3", "g", True), ("-O2", "0", True),
+                 ("-O2", "2", True), ("-O3", "3", True))
 
 
 def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> list[dict]:
     """The top function's compile seconds (no object store) and one core's ms per sample for
-    each optimisation variant, the library called in this process; outputs == reference."""
+    each variant of the build (optimisation levels; ap_types as shipped or the C-simulation's
+    view of them), the library called in this process; outputs == reference."""
     import ctypes
 
     from tessera.compiler.sim.build import Builder
@@ -208,9 +210,10 @@ def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> l
     x = np.array(sim.bridge_inputs(codes[:n]), order="C")
     n_out = int(np.prod(sim.manifest["output"]["shape"]))
     out = []
-    for opt, codegen in (*FLAG_VARIANTS, FLAG_VARIANTS[0]):  # the default again last: the project as it was
-        rep = Builder(cache=ObjectCache(None), opt=opt, codegen_opt=codegen).build(prj, rebuild=True, testbench=False)
-        if (opt, codegen) == FLAG_VARIANTS[0] and out:
+    for opt, codegen, view in (*FLAG_VARIANTS, FLAG_VARIANTS[0]):  # the default again last: the project as it was
+        rep = Builder(cache=ObjectCache(None), opt=opt, codegen_opt=codegen, aptypes_view=view).build(
+            prj, rebuild=True, testbench=False)
+        if (opt, codegen, view) == FLAG_VARIANTS[0] and out:
             break
         lib = ctypes.CDLL(str(rep.library))
         batch = lib.tessera_csim_batch
@@ -224,10 +227,12 @@ def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> l
             t = time.perf_counter()
             batch(fn, x.ctypes.data, y.ctypes.data, n, x.shape[1], n_out, ctypes.addressof(done))
             ms = min(ms, 1e3 * (time.perf_counter() - t) / n)
-        assert np.array_equal(sim.output_codes(y), ref[:n]), f"{opt} / -O{codegen}: outputs differ"
+        ap_types = rep.aptypes.value
+        assert np.array_equal(sim.output_codes(y), ref[:n]), f"{opt} / -O{codegen} / {ap_types}: outputs differ"
         top = next(u.seconds for u in rep.units if u.unit == "top")
-        out.append({"opt": opt, "codegen_opt": f"-O{codegen}", "top_compile_s": top, "ms_per_sample": ms})
-        print(f"  {opt}, code_gen -O{codegen}: top {top:.1f} s, {ms:.3f} ms/sample", flush=True)
+        out.append({"opt": opt, "codegen_opt": f"-O{codegen}", "ap_types": ap_types, "top_compile_s": top,
+                    "ms_per_sample": ms})
+        print(f"  {opt}, code_gen -O{codegen}, ap_types {ap_types}: top {top:.1f} s, {ms:.3f} ms/sample", flush=True)
     return out
 
 
@@ -387,17 +392,21 @@ def write_outputs(rows: list[dict], out: Path) -> None:
                      f"{r['ort_reference_s']:.3f} |")
     studies = [r for r in rows if r.get("flag_study")]
     if studies:
-        lines += ["", "## Optimisation levels (the build's choice, measured)", "",
+        lines += ["", "## The build's choices, measured", "",
                   "The top function's unit compiled alone (no object store, no precompiled header) and one core's time per "
-                  "sample, the library called in-process on 200 of the row's inputs (outputs equal to the reference at every "
-                  "level).  *code_gen*: the level of hls4ml's generated `nnet_code_gen.h` (io_parallel convolutions' "
-                  "`fill_buffer`); the first line is Tessera's default.  Per sample: the fastest of 3 runs; differences "
-                  "under about 10 % are this shared machine's noise.", "",
-                  "| model | level | code_gen | top unit s | ms / sample |", "|---|---|---|---|---|"]
+                  "sample, the library called in-process on 200 of the row's inputs (outputs equal to the reference in every "
+                  "variant).  *code_gen*: the level of hls4ml's generated `nnet_code_gen.h` (io_parallel convolutions' "
+                  "`fill_buffer`).  *ap_types*: the project's ap_types as shipped, or the C-simulation's view of them "
+                  "(`compiler/sim/aptypes.py`: a non-volatile overload of `ap_private::clearUnusedBits`, so ap_fixed "
+                  "arithmetic stays in registers).  The first line is Tessera's default.  Per sample: the fastest of 3 "
+                  "runs; differences under about 10 % are this shared machine's noise.", "",
+                  "| model | level | code_gen | ap_types | top unit s | ms / sample | vs default |",
+                  "|---|---|---|---|---|---|---|"]
         for r in studies:
+            base = r["flag_study"][0]["ms_per_sample"]
             for v in r["flag_study"]:
-                lines.append(f"| {r['model']} | {v['opt']} | {v['codegen_opt']} | {v['top_compile_s']:.1f} | "
-                             f"{v['ms_per_sample']:.3f} |")
+                lines.append(f"| {r['model']} | {v['opt']} | {v['codegen_opt']} | {v.get('ap_types', 'as shipped')} | "
+                             f"{v['top_compile_s']:.1f} | {v['ms_per_sample']:.3f} | {v['ms_per_sample'] / base:.2f} |")
     (out / "emulation.md").write_text("\n".join(lines) + "\n")
     plot(rows, out / "emulation.png")
 

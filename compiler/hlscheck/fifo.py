@@ -11,7 +11,8 @@ C-simulation and deadlocks on the FPGA.  This check:
    :func:`fifo_check`'s ``depths``), and every layer call becomes one process (thread) of
    the region, all started together at its end and joined;
 2. compiles it against ``hls_templates/sim/tessera_bounded_stream.h`` (installed as
-   ``hls_stream.h`` ahead of ap_types'): blocking reads and writes, bounded FIFOs, and a
+   ``hls_stream.h`` ahead of ap_types', which are seen as the C-simulation build sees them:
+   :mod:`..sim.aptypes`): blocking reads and writes, bounded FIFOs, and a
    deadlock detector (every process of the region waiting);
 3. runs the project's testbench on its first samples: outputs still compared with ``==``,
    a deadlock reported with the full FIFOs' names and depths, and each FIFO's peak
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from ...hls_templates import path as template_path
 from ..errors import ProjectError
+from ..sim.aptypes import VIEW_FLAG, derive_view
 from ..sim.build import BASE_FLAGS, STACK_LIMIT, last_error_line, require_gxx
 from ..writer import read_manifest
 
@@ -105,7 +107,8 @@ def bounded_top(source: str, depths: dict[str, int] | None = None) -> tuple[str,
 
 
 def _compile(gxx: str, prj: Path, src: str, obj: str) -> None:
-    res = subprocess.run([gxx, f"-I{FIFO_DIR}", *FLAGS, "-c", src, "-o", obj], cwd=prj, capture_output=True, text=True)
+    res = subprocess.run([gxx, f"-I{FIFO_DIR}", VIEW_FLAG, *FLAGS, "-c", src, "-o", obj], cwd=prj, capture_output=True,
+                         text=True)
     if res.returncode != 0:
         raise ProjectError(f"bounded-FIFO build of {src} failed: {last_error_line(res.stderr)}")
 
@@ -130,6 +133,7 @@ def fifo_check(prj: str | Path, samples: int = DEFAULT_SAMPLES, depths: dict[str
         rows = (prj / "tb_data" / f"tessera_{kind}_codes.txt").read_text().splitlines()[:samples]
         (work / f"{kind}.txt").write_text("\n".join(rows) + "\n")
     gxx = require_gxx()
+    derive_view(prj)  # ap_types as the C-simulation build sees them
     units = [(f"{FIFO_DIR}/{name}_bounded.cpp", f"{FIFO_DIR}/top.o"), ("tessera_tb.cpp", f"{FIFO_DIR}/tb.o")]
     with ThreadPoolExecutor(len(units)) as pool:
         list(pool.map(lambda u: _compile(gxx, prj, *u), units))

@@ -18,7 +18,10 @@ hls4ml's own ``compile()``), faster:
   a retrained model with the same layers and types, or the same model compiled into
   another folder, links the objects already built and compiles nothing;
 - **the project stamp**: the library records the hash of the sources it was built from
-  (:func:`source_hash`); an unchanged project is not rebuilt, a changed one always is.
+  (:func:`source_hash`); an unchanged project is not rebuilt, a changed one always is;
+- **ap_types without the volatile bottleneck** (:mod:`.aptypes`): the units see a view of
+  the project's ``etc/ap_private.h`` in which non-volatile values normalise their bits
+  without going through memory; the same arithmetic, several times faster per sample.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pathlib import Path
 from ...hls_templates import path as template_path, render
 from ..errors import SimulationError, ToolchainError
 from ..writer import read_manifest
+from .aptypes import REWRITE_ID, VIEW_DIR, VIEW_FLAG, ViewStatus, derive_view
 from .objcache import ObjectCache
 
 #: The kernels' and hls4ml's code: optimised for the emulation's speed.
@@ -85,10 +89,11 @@ def compiler_id(gxx: str) -> str:
     return f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{''.join(version)}"
 
 
-def source_hash(prj: Path, flags: tuple[str, ...] = (OPT, CODEGEN_OPT)) -> str:
+def source_hash(prj: Path, flags: tuple[str, ...] = (OPT, CODEGEN_OPT, VIEW_FLAG, REWRITE_ID)) -> str:
     """sha256 of everything a project's C-simulation is built from: ``firmware/`` (the top
     function, the kernels, the weights, ap_types), the bridge, the testbench and the build
-    script, and the build's flags (``flags``: the optimisation levels).  A library whose
+    script, and the build's flags (``flags``: the optimisation levels and the ap_types
+    view's flag and rewrite, :attr:`Builder.stamp_flags`).  A library whose
     recorded hash differs is stale and is rebuilt."""
     files = [p for p in (prj / "firmware").rglob("*") if p.is_file() and p.suffix != ".so" and p.name != BUILD_HASH]
     files += [*prj.glob("*_bridge.cpp"), prj / "build_lib.sh", prj / "tessera_tb.cpp"]
@@ -131,6 +136,7 @@ class BuildReport:
     rebuilt: bool = True
     units: list[UnitResult] = field(default_factory=list)
     precompiled_header: str = "none"  # "reused", "building" (in the background; the units parsed its text) or "none"
+    aptypes: ViewStatus = ViewStatus.AS_SHIPPED
     seconds: float = 0.0
 
     @property
@@ -160,13 +166,14 @@ def _prelude_includes(prj: Path) -> list[str]:
 
 
 def _prelude_key(prj: Path, gxx: str, flags: tuple[str, ...], text: str) -> str:
-    """Key of the precompiled prelude: compiler, flags, its text and every header it may read."""
+    """Key of the precompiled prelude: compiler, flags, its text and every header it may read
+    (the ap_types view's included)."""
     h = hashlib.sha256(f"{compiler_id(gxx)}\0{' '.join(flags)}\0{text}".encode())
     fw = prj / "firmware"
-    for p in sorted([*(fw / "ap_types").rglob("*"), *(fw / "nnet_utils").rglob("*")]):
+    for p in sorted([*(fw / "ap_types").rglob("*"), *(fw / "nnet_utils").rglob("*"), *(prj / VIEW_DIR).rglob("*")]):
         if p.is_file() and p.name not in GENERATED_HEADERS:
             data = p.read_bytes()
-            h.update(f"{p.relative_to(fw).as_posix()}\0{len(data)}\0".encode())
+            h.update(f"{p.relative_to(prj).as_posix()}\0{len(data)}\0".encode())
             h.update(data)
     return h.hexdigest()
 
@@ -175,14 +182,17 @@ class Builder:
     """Builds projects' C-simulation libraries and testbenches (:func:`build_project`)."""
 
     def __init__(self, jobs: int | None = None, cache: ObjectCache | None = None, opt: str = OPT,
-                 codegen_opt: str = CODEGEN_OPT):
-        """``opt``, ``codegen_opt``: the optimisation levels (the defaults are measured in
-        docs/results/emulation.md; other levels only for that measurement)."""
+                 codegen_opt: str = CODEGEN_OPT, aptypes_view: bool = True):
+        """``opt``, ``codegen_opt``: the optimisation levels; ``aptypes_view``: compile
+        against :mod:`.aptypes`' view (the defaults are measured in
+        docs/results/emulation.md; the others only for that measurement)."""
         self.gxx = require_gxx()
         self.jobs = max(1, jobs or usable_cores())
         self.cache = cache if cache is not None else ObjectCache.default()
-        self.opt, self.codegen_opt = opt, codegen_opt
-        self.flags = (opt, *BASE_FLAGS)
+        self.opt, self.codegen_opt, self.aptypes_view = opt, codegen_opt, aptypes_view
+        self.flags = (opt, *((VIEW_FLAG,) if aptypes_view else ()), *BASE_FLAGS)
+        #: what the project stamp records besides the sources
+        self.stamp_flags = (opt, codegen_opt, *((VIEW_FLAG, REWRITE_ID) if aptypes_view else ()))
 
     # ---------------------------------------------------------------- prelude (PCH)
 
@@ -234,8 +244,11 @@ class Builder:
     def precompile(self, prj: str | Path) -> str:
         """Compile the project's precompiled prelude now, in the foreground, unless stored:
         ``reused``, ``built`` or ``none``."""
+        prj = Path(prj).resolve()
+        if self.aptypes_view:
+            derive_view(prj)  # part of the prelude's key
         with tempfile.TemporaryDirectory(prefix="tessera-csim-") as tmp:
-            return self._prelude(Path(prj).resolve(), Path(tmp), background=False)[1]
+            return self._prelude(prj, Path(tmp), background=False)[1]
 
     # ---------------------------------------------------------------- units
 
@@ -282,7 +295,7 @@ class Builder:
         prj = Path(prj).resolve()
         t0 = time.perf_counter()
         name = _project_name(prj)
-        current = source_hash(prj, (self.opt, self.codegen_opt))
+        current = source_hash(prj, self.stamp_flags)
         stamp = prj / "firmware" / BUILD_HASH
         lib = library_path(prj, name)
         tb = prj / TESTBENCH
@@ -304,6 +317,7 @@ class Builder:
         gen.mkdir(exist_ok=True)
         (gen / "top.cpp").write_text(render("sim/tessera_csim_top.cpp.tpl", project=name, codegen_opt=self.codegen_opt))
         shutil.copyfile(template_path("sim/tessera_csim_rt.cpp"), gen / "rt.cpp")
+        view = derive_view(prj) if self.aptypes_view else ViewStatus.AS_SHIPPED
         units = {u.name: u for u in (Unit("top", f"{BUILD_DIR}/top.cpp"), Unit("bridge", f"{name}_bridge.cpp"),
                                      Unit("rt", f"{BUILD_DIR}/rt.cpp", prelude=False))}
         if testbench:
@@ -328,7 +342,7 @@ class Builder:
                         results[k].object.unlink(missing_ok=True)
                         results[k] = self._compile(prj, units[k], header, scratch, store=False)
                     self._link(prj, [results[k].object for k in names], out, shared)
-        return BuildReport(prj, lib, tb, True, list(results.values()), pch)
+        return BuildReport(prj, lib, tb, True, list(results.values()), pch, view)
 
 
 def usable_cores() -> int:
