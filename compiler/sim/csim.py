@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,6 +25,9 @@ from .build import (STACK_LIMIT, TESTBENCH, BuildReport, Builder, last_error_lin
 #: A worker is started for every this many samples of a run, up to ``workers``: a worker
 #: costs a process start (~0.2 s), worth it only when it has samples to run.
 MIN_SAMPLES_PER_WORKER = 16
+#: ... or for every this many seconds of work, as the last run measured it (a 3D volume's
+#: samples take tens of milliseconds each: a handful of them is worth another worker).
+MIN_SECONDS_PER_WORKER = 0.1
 
 
 def default_workers() -> int:
@@ -124,6 +128,8 @@ class CSim:
         self.workers = max(1, workers or default_workers())
         self._procs: list[_Worker] = []
         self.last_build: BuildReport | None = None
+        #: one worker's seconds per sample in the last run (None before the first)
+        self.sample_s: float | None = None
 
     def library(self) -> Path | None:
         return library_path(self.prj, self.name)
@@ -174,8 +180,13 @@ class CSim:
             pass
 
     def workers_for(self, samples: int) -> int:
-        """Workers a run of ``samples`` uses: one per :data:`MIN_SAMPLES_PER_WORKER`, up to ``workers``."""
-        return max(1, min(self.workers, samples // MIN_SAMPLES_PER_WORKER))
+        """Workers a run of ``samples`` uses: one per :data:`MIN_SAMPLES_PER_WORKER`, or per
+        :data:`MIN_SECONDS_PER_WORKER` of work at the last run's :attr:`sample_s`, whichever is
+        more, up to ``workers`` and ``samples`` (outputs do not depend on it)."""
+        k = samples // MIN_SAMPLES_PER_WORKER
+        if self.sample_s is not None:
+            k = max(k, int(samples * self.sample_s / MIN_SECONDS_PER_WORKER))
+        return max(1, min(self.workers, samples, k))
 
     def start(self, samples: int) -> int:
         """Start (building first where needed) the workers a run of ``samples`` uses; their number."""
@@ -187,8 +198,11 @@ class CSim:
         n = len(x)
         k = self.workers_for(n)
         procs = self._pool(k)
+        t0 = time.perf_counter()
         if k == 1:
-            return procs[0].run(x, n_out, progress)
+            y = procs[0].run(x, n_out, progress)
+            self.sample_s = (time.perf_counter() - t0) / max(n, 1)
+            return y
         lock = threading.Lock()
 
         def report(j: int) -> None:
@@ -203,6 +217,7 @@ class CSim:
         failed = [e for e in errors if e is not None]
         if failed:
             raise failed[0]
+        self.sample_s = (time.perf_counter() - t0) * k / n
         return np.concatenate([j.result() for j in jobs])
 
     def bridge_inputs(self, codes: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from tessera.compiler import api
 from tessera.compiler.errors import SimulationError
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
-from tessera.compiler.sim.csim import MIN_SAMPLES_PER_WORKER, CSim
+from tessera.compiler.sim.csim import MIN_SAMPLES_PER_WORKER, MIN_SECONDS_PER_WORKER, CSim
 
 pytestmark = pytest.mark.csim
 
@@ -40,6 +40,21 @@ def test_two_workers_equal_one_and_the_reference(mlp):
     assert np.array_equal(got, ref) and np.array_equal(one, ref) and np.array_equal(again, ref)
     few = CSim(prj, workers=2)
     assert np.array_equal(few.run_codes(codes[:3]), ref[:3]) and len(few._procs) == 1  # too few samples for two
+    assert few.sample_s is not None and few.sample_s > 0
+
+
+def test_samples_that_took_long_last_time_get_more_workers(mlp):
+    """A few samples whose last run took 2 MIN_SECONDS_PER_WORKER each (a 3D volume's) are
+    spread over the workers; the outputs are the same."""
+    prj, codes, ref = mlp
+    sim = CSim(prj, workers=2)
+    assert sim.workers_for(3) == 1  # nothing measured yet: one worker per MIN_SAMPLES_PER_WORKER
+    sim.sample_s = 2 * MIN_SECONDS_PER_WORKER
+    assert sim.workers_for(3) == 2 and sim.workers_for(1) == 1
+    assert np.array_equal(sim.run_codes(codes[:3]), ref[:3]) and len(sim._procs) == 2
+    sim.sample_s = MIN_SECONDS_PER_WORKER / 1000  # a light model: the count rule again
+    assert sim.workers_for(3) == 1 and sim.workers_for(2 * MIN_SAMPLES_PER_WORKER) == 2
+    sim.close()
 
 
 def test_a_crash_in_the_second_worker_names_its_sample(mlp):
