@@ -21,7 +21,7 @@ are the result: first run = compile + cold build + first emulation, against hls4
 + compile + predict; warm emulation against hls4ml's predict and against the reference.
 Writes docs/results/emulation.{json,md,png}.
 
-    python bench/emulation.py                          # about 25 min on 2 cores
+    python bench/emulation.py                          # about 20 min on 2 cores
     python bench/emulation.py --models jet_mlp --work /tmp/emu
 """
 

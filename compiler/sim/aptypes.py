@@ -4,9 +4,9 @@
 In the open-source ap_types that hls4ml ships (``firmware/ap_types``), every arithmetic
 result is normalised by ``ap_private::clearUnusedBits()`` (sign- or zero-extension of the
 value's top word), and that member function is declared ``volatile`` only, so g++ must
-load and store the value around every call: an ap_fixed multiply-accumulate compiles to
-some eighty instructions through the stack instead of eleven in registers.  That, not the
-arithmetic, is most of a C-simulation's time (docs/results/emulation.md).
+store and reload the value around every call: an ap_fixed multiply-accumulate becomes a
+chain of stack loads and stores instead of a few register instructions.  That, not the
+arithmetic, is most of a C-simulation's time (the study in docs/results/emulation.md).
 
 :func:`derive_view` writes ``.csim/ap_types/etc/ap_private.h``: the project's own
 ``etc/ap_private.h`` with, before each ``volatile``-only ``clearUnusedBits``, the same
