@@ -44,6 +44,7 @@ from ..errors import SimulationError, ToolchainError
 from ..writer import read_manifest
 from .aptypes import REWRITE_ID, VIEW_DIR, VIEW_FLAG, ViewStatus, derive_view
 from .objcache import ObjectCache
+from .shard import TopFunction, assign, parse_top, render_shards, shard_count
 
 #: The kernels' and hls4ml's code: optimised for the emulation's speed.
 OPT = "-O2"
@@ -51,6 +52,11 @@ OPT = "-O2"
 #: statement per buffered element): -O2 spends most of a CNN's build on it, -Og runs as
 #: fast (docs/results/emulation.md).
 CODEGEN_OPT = "g"
+#: hls4ml's weight loaders (``nnet::load_*_from_txt``, run once per process): their text
+#: parsing inlined at -O2 is a large part of a small model's top unit (:func:`loader_declarations`).
+LOADER_OPT = "g"
+#: A weight loader's definition in the project's nnet_helpers.h: its template head and signature.
+_LOADER = re.compile(r"^(template\s*<[^>{};]*>)\s*void\s+(load_\w+_from_txt)\s*(\([^)]*\))\s*\{", re.M)
 #: Every unit's flags but the optimisation level.
 BASE_FLAGS = ("-std=c++17", "-fPIC", "-fno-gnu-unique", "-w", "-DWEIGHTS_DIR=tessera_weights_dir()",
               "-I.", "-Ifirmware", "-Ifirmware/ap_types")
@@ -81,6 +87,13 @@ def last_error_line(text: str) -> str:
 
 
 @lru_cache(maxsize=4)
+def objcopy_for(gxx: str) -> str | None:
+    """binutils' objcopy beside the compiler's (``g++ -print-prog-name``), else on PATH."""
+    named = subprocess.run([gxx, "-print-prog-name=objcopy"], capture_output=True, text=True).stdout.strip()
+    return shutil.which(named) if named else shutil.which("objcopy")
+
+
+@lru_cache(maxsize=4)
 def compiler_id(gxx: str) -> str:
     """The compiler's identity for cache keys: its path, size, time and version line."""
     real = Path(gxx).resolve()
@@ -89,7 +102,7 @@ def compiler_id(gxx: str) -> str:
     return f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{''.join(version)}"
 
 
-def source_hash(prj: Path, flags: tuple[str, ...] = (OPT, CODEGEN_OPT, VIEW_FLAG, REWRITE_ID)) -> str:
+def source_hash(prj: Path, flags: tuple[str, ...] = (OPT, CODEGEN_OPT, f"loaders-O{LOADER_OPT}", VIEW_FLAG, REWRITE_ID)) -> str:
     """sha256 of everything a project's C-simulation is built from: ``firmware/`` (the top
     function, the kernels, the weights, ap_types), the bridge, the testbench and the build
     script, and the build's flags (``flags``: the optimisation levels and the ap_types
@@ -102,7 +115,8 @@ def source_hash(prj: Path, flags: tuple[str, ...] = (OPT, CODEGEN_OPT, VIEW_FLAG
         data = p.read_bytes()
         h.update(f"{p.relative_to(prj).as_posix()}\0{len(data)}\0".encode())
         h.update(data)
-    for rel in ("sim/tessera_csim_rt.cpp", "sim/tessera_csim_pch.h.tpl", "sim/tessera_csim_top.cpp.tpl"):
+    for rel in ("sim/tessera_csim_rt.cpp", "sim/tessera_csim_pch.h.tpl", "sim/tessera_csim_top.cpp.tpl",
+                "sim/tessera_csim_shard.cpp.tpl"):
         h.update(template_path(rel).read_bytes())
     h.update("\0".join(BASE_FLAGS + tuple(flags)).encode())
     return h.hexdigest()
@@ -110,12 +124,14 @@ def source_hash(prj: Path, flags: tuple[str, ...] = (OPT, CODEGEN_OPT, VIEW_FLAG
 
 @dataclass(frozen=True)
 class Unit:
-    """One translation unit: its source (relative to the project) and whether it takes the
-    precompiled prelude."""
+    """One translation unit: its source (relative to the project), whether it takes the
+    precompiled prelude, and whether its object's global definitions are made weak (a
+    shard's copies of what shard 0 defines: :mod:`.shard`)."""
 
     name: str
     source: str
     prelude: bool = True
+    weak: bool = False
 
 
 @dataclass
@@ -138,6 +154,8 @@ class BuildReport:
     precompiled_header: str = "none"  # "reused", "building" (in the background; the units parsed its text) or "none"
     aptypes: ViewStatus = ViewStatus.AS_SHIPPED
     seconds: float = 0.0
+    shards: int = 1  # units the top function was compiled in (.shard)
+    shard_error: str | None = None  # why a sharded build failed and the file was compiled as written
 
     @property
     def compiled(self) -> int:
@@ -165,6 +183,17 @@ def _prelude_includes(prj: Path) -> list[str]:
     return [h for h in dict.fromkeys(found) if Path(h).name not in GENERATED_HEADERS]
 
 
+def loader_declarations(prj: Path, level: str = LOADER_OPT) -> str:
+    """Declarations of hls4ml's weight loaders with ``optimize("O<level>")``, copied from the
+    project's own ``nnet_helpers.h`` (template head and signature as written, so the
+    declarations are of the same templates; a header without them gives none: the loaders
+    then keep the build's level)."""
+    helpers = prj / "firmware" / "nnet_utils" / "nnet_helpers.h"
+    text = helpers.read_text(errors="replace") if helpers.is_file() else ""
+    return "\n".join(f'{head} __attribute__((optimize("O{level}"))) void {name}{args};'
+                     for head, name, args in _LOADER.findall(text))
+
+
 def _prelude_key(prj: Path, gxx: str, flags: tuple[str, ...], text: str) -> str:
     """Key of the precompiled prelude: compiler, flags, its text and every header it may read
     (the ap_types view's included)."""
@@ -182,17 +211,21 @@ class Builder:
     """Builds projects' C-simulation libraries and testbenches (:func:`build_project`)."""
 
     def __init__(self, jobs: int | None = None, cache: ObjectCache | None = None, opt: str = OPT,
-                 codegen_opt: str = CODEGEN_OPT, aptypes_view: bool = True):
-        """``opt``, ``codegen_opt``: the optimisation levels; ``aptypes_view``: compile
+                 codegen_opt: str = CODEGEN_OPT, aptypes_view: bool = True, loader_opt: str = LOADER_OPT,
+                 shards: int | None = None):
+        """``shards``: units the top function is compiled in (:mod:`.shard`; default: one per
+        idle core, :func:`idle_cores`, as the design allows); ``opt``, ``codegen_opt``,
+        ``loader_opt``: the optimisation levels; ``aptypes_view``: compile
         against :mod:`.aptypes`' view (the defaults are measured in
         docs/results/emulation.md; the others only for that measurement)."""
         self.gxx = require_gxx()
         self.jobs = max(1, jobs or usable_cores())
         self.cache = cache if cache is not None else ObjectCache.default()
-        self.opt, self.codegen_opt, self.aptypes_view = opt, codegen_opt, aptypes_view
+        self.opt, self.codegen_opt, self.aptypes_view, self.loader_opt = opt, codegen_opt, aptypes_view, loader_opt
+        self.shards = shards
         self.flags = (opt, *((VIEW_FLAG,) if aptypes_view else ()), *BASE_FLAGS)
         #: what the project stamp records besides the sources
-        self.stamp_flags = (opt, codegen_opt, *((VIEW_FLAG, REWRITE_ID) if aptypes_view else ()))
+        self.stamp_flags = (opt, codegen_opt, f"loaders-O{loader_opt}", *((VIEW_FLAG, REWRITE_ID) if aptypes_view else ()))
 
     # ---------------------------------------------------------------- prelude (PCH)
 
@@ -203,7 +236,8 @@ class Builder:
         and the emulation that follows go first), stored when done, for the next builds;
         ``none`` without a store.  ``background=False`` compiles it first (``built``)."""
         includes = "\n".join(f'#include "{h}"' for h in _prelude_includes(prj))
-        text = render("sim/tessera_csim_pch.h.tpl", includes=includes)
+        text = render("sim/tessera_csim_pch.h.tpl", includes=includes, loader_opt=self.loader_opt,
+                      loaders=loader_declarations(prj, self.loader_opt))
         if not self.cache.enabled:
             header = scratch / "tessera_csim_pch.h"
             header.write_text(text)
@@ -252,28 +286,40 @@ class Builder:
 
     # ---------------------------------------------------------------- units
 
-    def _unit_key(self, prj: Path, unit: Unit, header: Path) -> str:
+    def _unit_key(self, prj: Path, unit: Unit, header: Path) -> tuple[str, bytes]:
         """sha256 of compiler, flags and the unit's preprocessed text (no line markers; paths
-        in it are relative to the project, so the same sources elsewhere give the same key)."""
+        in it are relative to the project, so the same sources elsewhere give the same key),
+        and that text."""
         cmd = [self.gxx, *self.flags, "-E", "-P", *(["-include", str(header)] if unit.prelude else []), unit.source]
         res = subprocess.run(cmd, cwd=prj, capture_output=True)
         if res.returncode != 0:
             raise SimulationError(f"C-simulation build failed in {prj}: {last_error_line(res.stderr.decode(errors='replace'))}")
-        h = hashlib.sha256(f"{compiler_id(self.gxx)}\0{' '.join(self.flags)}\0{unit.prelude}\0".encode())
+        h = hashlib.sha256(f"{compiler_id(self.gxx)}\0{' '.join(self.flags)}\0{unit.prelude}\0{unit.weak}\0".encode())
         h.update(res.stdout)
-        return h.hexdigest()
+        return h.hexdigest(), res.stdout
 
-    def _compile(self, prj: Path, unit: Unit, header: Path, scratch: Path, store: bool = True) -> UnitResult:
-        """The unit's object: from the store, or compiled (and stored, with ``store``)."""
+    def _compile(self, prj: Path, unit: Unit, header: Path, scratch: Path, store: bool = True,
+                 preprocessed: bool = False) -> UnitResult:
+        """The unit's object: from the store, or compiled (and stored, with ``store``).
+        ``preprocessed``: compile the text the key was computed from (no precompiled header
+        to use: the unit is not preprocessed twice)."""
         t0 = time.perf_counter()
-        key = self._unit_key(prj, unit, header)
+        key, text = self._unit_key(prj, unit, header)
         hit = self.cache.get(key, ".o") if store else None
         if hit is not None:
             return UnitResult(unit.name, True, time.perf_counter() - t0, hit)
         out = scratch / f"{unit.name}.o"
         cmd = [self.gxx, *self.flags, *(["-include", str(header)] if unit.prelude else []), "-c", unit.source, "-o",
                str(out)]
-        res = subprocess.run(cmd, cwd=prj, capture_output=True, text=True)
+        if preprocessed:
+            ii = scratch / f"{Path(unit.source).name}.ii"
+            ii.write_bytes(text)
+            res = subprocess.run([self.gxx, *self.flags, "-x", "c++-cpp-output", "-c", str(ii), "-o", str(out)],
+                                 cwd=prj, capture_output=True, text=True)
+        if not preprocessed or res.returncode != 0:  # (an error is reported from the sources, with their lines)
+            res = subprocess.run(cmd, cwd=prj, capture_output=True, text=True)
+        if res.returncode == 0 and unit.weak:
+            res = subprocess.run([objcopy_for(self.gxx), "--weaken", str(out)], capture_output=True, text=True)
         if res.returncode != 0:
             raise SimulationError(f"C-simulation build failed in {prj}: {last_error_line(res.stderr + res.stdout)}")
         return UnitResult(unit.name, False, time.perf_counter() - t0, self.cache.put(key, ".o", out) if store else out)
@@ -315,21 +361,55 @@ class Builder:
     def _build_units(self, prj: Path, name: str, current: str, testbench: bool) -> BuildReport:
         gen = prj / BUILD_DIR
         gen.mkdir(exist_ok=True)
-        (gen / "top.cpp").write_text(render("sim/tessera_csim_top.cpp.tpl", project=name, codegen_opt=self.codegen_opt))
-        shutil.copyfile(template_path("sim/tessera_csim_rt.cpp"), gen / "rt.cpp")
         view = derive_view(prj) if self.aptypes_view else ViewStatus.AS_SHIPPED
-        units = {u.name: u for u in (Unit("top", f"{BUILD_DIR}/top.cpp"), Unit("bridge", f"{name}_bridge.cpp"),
-                                     Unit("rt", f"{BUILD_DIR}/rt.cpp", prelude=False))}
+        top = parse_top((prj / "firmware" / f"{name}.cpp").read_text(errors="replace"), name)
+        shards = shard_count(top, self.shards or min(self.jobs, idle_cores())) if objcopy_for(self.gxx) else 1
+        try:
+            return self._build_sharded(prj, name, current, testbench, top, shards, view)
+        except SimulationError as exc:
+            if shards == 1:
+                raise
+            report = self._build_sharded(prj, name, current, testbench, None, 1, view)  # the file as written
+            report.shard_error = str(exc)
+            return report
+
+    def _units(self, prj: Path, name: str, testbench: bool, top: TopFunction | None, shards: int) -> dict[str, Unit]:
+        """The build's units, their generated sources written into the project's ``.csim``:
+        the top function (``top``; with ``shards`` > 1 shard 0, and shard 1 is ``bridge``),
+        the bridge, further shards, the runtime and, with ``testbench``, the testbench's main
+        (linked with the bridge's object)."""
+        gen = prj / BUILD_DIR
+        for old in gen.glob("shard*.cpp"):
+            old.unlink()
+        shutil.copyfile(template_path("sim/tessera_csim_rt.cpp"), gen / "rt.cpp")
+        units = {"top": Unit("top", f"{BUILD_DIR}/top.cpp"), "bridge": Unit("bridge", f"{name}_bridge.cpp")}
+        if shards == 1:
+            (gen / "top.cpp").write_text(render("sim/tessera_csim_top.cpp.tpl", project=name, codegen_opt=self.codegen_opt))
+        else:
+            texts = render_shards(top, assign(top, shards), shards, f"{name}_bridge.cpp", self.codegen_opt)
+            for s, text in enumerate(texts):
+                (gen / f"shard{s}.cpp").write_text(text + "\n")
+                key = {0: "top", 1: "bridge"}.get(s, f"shard{s}")
+                units[key] = Unit(key, f"{BUILD_DIR}/shard{s}.cpp", weak=s > 0)
+        units["rt"] = Unit("rt", f"{BUILD_DIR}/rt.cpp", prelude=False)
         if testbench:
-            units["tb"] = Unit("tb", "tessera_tb.cpp")
+            (gen / "tb.cpp").write_text('#define TESSERA_TB_EXTERN_BRIDGE\n#include "tessera_tb.cpp"\n')
+            units["tb"] = Unit("tb", f"{BUILD_DIR}/tb.cpp", prelude=False)
+        return units
+
+    def _build_sharded(self, prj: Path, name: str, current: str, testbench: bool, top: TopFunction | None,
+                       shards: int, view: ViewStatus) -> BuildReport:
+        units = self._units(prj, name, testbench, top, shards)
         lib = prj / "firmware" / f"{name}-{current[:8]}.so"
         tb = prj / TESTBENCH if testbench else None
         with tempfile.TemporaryDirectory(prefix="tessera-csim-") as tmp, ThreadPoolExecutor(self.jobs) as pool:
             scratch = Path(tmp)
             header, pch = self._prelude(prj, scratch)
-            futures = {k: pool.submit(self._compile, prj, u, header, scratch) for k, u in units.items()}  # top first
+            futures = {k: pool.submit(self._compile, prj, u, header, scratch, preprocessed=pch != "reused")
+                       for k, u in units.items()}  # the top function first
             results = {k: f.result() for k, f in futures.items()}
-            links = [(lib, ["top", "bridge", "rt"], True)] + ([(tb, ["top", "tb", "rt"], False)] if testbench else [])
+            code = [k for k in units if k not in ("rt", "tb")]
+            links = [(lib, [*code, "rt"], True)] + ([(tb, [*code, "tb", "rt"], False)] if testbench else [])
             for out, names, shared in links:
                 try:
                     self._link(prj, [results[k].object for k in names], out, shared)
@@ -342,12 +422,20 @@ class Builder:
                         results[k].object.unlink(missing_ok=True)
                         results[k] = self._compile(prj, units[k], header, scratch, store=False)
                     self._link(prj, [results[k].object for k in names], out, shared)
-        return BuildReport(prj, lib, tb, True, list(results.values()), pch, view)
+        return BuildReport(prj, lib, tb, True, list(results.values()), pch, view, shards=shards)
 
 
 def usable_cores() -> int:
     """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def idle_cores() -> int:
+    """The usable cores less the whole cores' worth of the system's load (its last minute's
+    average), at least one: a build on a busy machine (a test suite's parallel workers) adds
+    no units that would only wait for a core."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, usable_cores() - int(load))
 
 
 def library_path(prj: Path, name: str | None = None) -> Path | None:
@@ -366,5 +454,6 @@ def build_project(prj: str | Path, rebuild: bool = False, testbench: bool = Fals
     return Builder(jobs).build(prj, rebuild, testbench)
 
 
-__all__ = ["BASE_FLAGS", "BUILD_DIR", "BUILD_HASH", "BuildReport", "Builder", "CODEGEN_OPT", "OPT", "TESTBENCH", "build_project",
+__all__ = ["BASE_FLAGS", "BUILD_DIR", "BUILD_HASH", "BuildReport", "Builder", "CODEGEN_OPT", "LOADER_OPT", "OPT", "TESTBENCH",
+           "build_project", "idle_cores", "loader_declarations", "objcopy_for",
            "compiler_id", "last_error_line", "library_path", "require_gxx", "source_hash", "usable_cores"]

@@ -16,5 +16,17 @@ __attribute__((visibility("hidden"))) const char *tessera_weights_dir();
 #include "ap_fixed.h"
 #include "ap_int.h"
 #include "hls_stream.h"
+
+// hls4ml's weight loaders (nnet_helpers.h: each layer's weights read from text once per
+// process, before the first sample) are declared again here, copied from the project's own
+// header, with an optimisation level of their own (-O${loader_opt}): at the build's level their
+// inlined text parsing is a large part of a small model's top unit, for code that runs once
+// (docs/results/emulation.md).  The kernels, the bridge's conversions and everything else
+// keep the build's level.
+#include <cstddef>
+namespace nnet {
+${loaders}
+} // namespace nnet
+
 ${includes}
 #endif

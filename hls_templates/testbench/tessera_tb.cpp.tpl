@@ -10,7 +10,12 @@
 #include <string>
 #include <vector>
 
+#ifdef TESSERA_TB_EXTERN_BRIDGE
+// Tessera's C-simulation build links this file with the bridge's object (tessera.compiler.sim.build)
+extern "C" void ${project}_double(double *x, double *y);
+#else
 #include "${project}_bridge.cpp"
+#endif
 
 static const int TESSERA_N_IN = ${n_in};
 static const int TESSERA_N_OUT = ${n_out};
