@@ -18,7 +18,7 @@ Per model:
 
 Every Tessera emulation is compared with the reference (``==`` on every output).  Ratios
 are the result: first run = compile + cold build + first emulation, against hls4ml's convert
-+ compile + predict; warm emulation against hls4ml's predict and against the reference.
++ compile + predict (both sides' Python modules imported before anything is timed); warm emulation against hls4ml's predict and against the reference.
 Writes docs/results/emulation.{json,md,png}.
 
     python bench/emulation.py                          # about 20 min on 2 cores
@@ -191,6 +191,30 @@ def tessera(label: str, model: Path, io_type: str, grid, codes: np.ndarray, ref:
     return row
 
 
+#: The cold build's variants (:func:`cold_build_study`): name and Builder arguments; the first is the default.
+COLD_VARIANTS = (("default", {}), ("top function in one unit", {"shards": 1}),
+                 ("weight loaders at the build's -O2", {"loader_opt": "2"}))
+
+
+def cold_build_study(prj: Path, cache: Path) -> list[dict]:
+    """The library's build with an empty object store, the default and each variant, the
+    background precompiled header of the one before done first (idle cores for each)."""
+    from tessera.compiler.sim.build import Builder
+
+    out = []
+    for name, kwargs in COLD_VARIANTS:
+        _quiet_store(cache)
+        _store(cache, keep_pch=False)
+        t = time.perf_counter()
+        rep = Builder(**kwargs).build(prj, rebuild=True)
+        out.append({"variant": name, "build_s": time.perf_counter() - t, "shards": rep.shards,
+                    "units": {u.unit: round(u.seconds, 2) for u in rep.units}})
+        print(f"  cold build, {name}: {out[-1]['build_s']:.1f} s ({rep.shards} top units)", flush=True)
+    _quiet_store(cache)
+    Builder().build(prj, rebuild=True)  # the project as the bench left it
+    return out
+
+
 #: (opt, codegen opt, ap_types view) of the build study; the first is the build's default.
 FLAG_VARIANTS = (("-O2", "g", True), ("-O2", "g", False), ("-O1", "g", True), ("-O3", "g", True), ("-O2", "0", True),
                  ("-O2", "2", True), ("-O3", "3", True))
@@ -211,7 +235,7 @@ def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> l
     n_out = int(np.prod(sim.manifest["output"]["shape"]))
     out = []
     for opt, codegen, view in (*FLAG_VARIANTS, FLAG_VARIANTS[0]):  # the default again last: the project as it was
-        rep = Builder(cache=ObjectCache(None), opt=opt, codegen_opt=codegen, aptypes_view=view).build(
+        rep = Builder(cache=ObjectCache(None), opt=opt, codegen_opt=codegen, aptypes_view=view, shards=1).build(
             prj, rebuild=True, testbench=False)
         if (opt, codegen, view) == FLAG_VARIANTS[0] and out:
             break
@@ -317,6 +341,9 @@ def run_model(label: str, work: Path, cache: Path) -> dict:
         {"converts": None, "error": "run for io_parallel rows only (its documented flow)"}
     if grid is None:
         row["hls4ml_same_project"] = hls4ml_same_project(Path(row["tessera"]["project"]), codes, ref)
+    if grid is None:
+        print(f"[{label}] cold build variants", flush=True)
+        row["cold_build_study"] = cold_build_study(Path(row["tessera"]["project"]), cache)
     if label in STUDY:
         print(f"[{label}] optimisation levels", flush=True)
         row["flag_study"] = flag_study(Path(row["tessera"]["project"]), codes, ref)
@@ -390,10 +417,22 @@ def write_outputs(rows: list[dict], out: Path) -> None:
                      f"{t['rebuild_unchanged_s']:.3f} | {second} | {wk['start_s']:.2f} | {wk['first_s']:.2f} | "
                      f"{t['workers_1']['warm_s']:.2f} | {wk['warm_ms_per_sample']:.3f} | {own_cell} | {same_cell} | "
                      f"{r['ort_reference_s']:.3f} |")
+    colds = [r for r in rows if r.get("cold_build_study")]
+    if colds:
+        names = [n for n, _ in COLD_VARIANTS]
+        lines += ["", "## The cold build's choices, measured", "",
+                  "The library's build with an empty object store (as in the first run), each variant after the "
+                  "background precompiled header of the one before is done.  *top units*: the units the top function was "
+                  "compiled in (`compiler/sim/shard.py`: one per idle core, at most one per layer with weights).  Seconds "
+                  "(top units); one run each, this machine's noise is about 10-30 % on a build.", "",
+                  "| model | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+        for r in colds:
+            cells = [f"{v['build_s']:.1f} ({v['shards']})" for v in r["cold_build_study"]]
+            lines.append(f"| {r['model']} | " + " | ".join(cells) + " |")
     studies = [r for r in rows if r.get("flag_study")]
     if studies:
         lines += ["", "## The build's choices, measured", "",
-                  "The top function's unit compiled alone (no object store, no precompiled header) and one core's time per "
+                  "The top function's unit compiled alone (one unit, no object store, no precompiled header) and one core's time per "
                   "sample, the library called in-process on 200 of the row's inputs (outputs equal to the reference in every "
                   "variant).  *code_gen*: the level of hls4ml's generated `nnet_code_gen.h` (io_parallel convolutions' "
                   "`fill_buffer`).  *ap_types*: the project's ap_types as shipped, or the C-simulation's view of them "
@@ -447,6 +486,23 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def import_both() -> None:
+    """Import what Tessera's compile and hls4ml's convert load on first use, before anything
+    is timed: neither side's first run pays the Python imports (hls4ml's convert would
+    otherwise find its modules loaded by Tessera's compile)."""
+    with _quiet():
+        import hls4ml  # noqa: F401
+        from hls4ml.model.graph import ModelGraph  # noqa: F401
+        from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean  # noqa: F401
+        from qonnx.transformation.gemm_to_matmul import GemmToMatMul  # noqa: F401
+        from qonnx.util.cleanup import cleanup_model  # noqa: F401
+
+        from tessera.compiler import api  # noqa: F401
+        from tessera.compiler.lower import extensions, hls4ml_lower  # noqa: F401
+        from tessera.compiler.partition import project  # noqa: F401
+        from tessera.compiler.sim import build, csim  # noqa: F401
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_emulation")
@@ -457,6 +513,7 @@ def main() -> None:
     a.work.mkdir(parents=True, exist_ok=True)
     cache = a.work / "cache"
     os.environ["TESSERA_CACHE"] = str(cache)  # the bench's own object store: emptied for the cold builds
+    import_both()
     rows = []
     for label in labels:
         rows.append(run_model(label, a.work, cache))
