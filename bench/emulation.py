@@ -423,7 +423,7 @@ def write_outputs(rows: list[dict], out: Path) -> None:
         lines += ["", "## The cold build's choices, measured", "",
                   "The library's build with an empty object store (as in the first run), each variant after the "
                   "background precompiled header of the one before is done.  *top units*: the units the top function was "
-                  "compiled in (`compiler/sim/shard.py`: one per idle core, at most one per layer with weights).  Seconds "
+                  "compiled in (`compiler/sim/shard.py`: one per core, at most one per layer with weights).  Seconds "
                   "(top units); one run each, this machine's noise is about 10-30 % on a build.", "",
                   "| model | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
         for r in colds:

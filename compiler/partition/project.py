@@ -237,7 +237,7 @@ class PartitionedSim:
     def build(self, rebuild: bool = False, progress=None, testbench: bool = False) -> None:
         """Every block kernel's and the tail's library, built side by side (``progress(1)``
         after each); the partitioned host is their testbench (``testbench``: nothing more to build)."""
-        builder = Builder(jobs=1)
+        builder = Builder(jobs=1, shards=1)  # the kernels side by side, each in one unit
         with ThreadPoolExecutor(default_workers()) as pool:
             for report in pool.map(lambda prj: builder.build(prj, rebuild, testbench=False), self._projects()):
                 if report.rebuilt:

@@ -57,6 +57,8 @@ CODEGEN_OPT = "g"
 LOADER_OPT = "g"
 #: A weight loader's definition in the project's nnet_helpers.h: its template head and signature.
 _LOADER = re.compile(r"^(template\s*<[^>{};]*>)\s*void\s+(load_\w+_from_txt)\s*(\([^)]*\))\s*\{", re.M)
+#: The most units a top function is compiled in (:mod:`.shard`): each parses the headers anew.
+MAX_SHARDS = 8
 #: Every unit's flags but the optimisation level.
 BASE_FLAGS = ("-std=c++17", "-fPIC", "-fno-gnu-unique", "-w", "-DWEIGHTS_DIR=tessera_weights_dir()",
               "-I.", "-Ifirmware", "-Ifirmware/ap_types")
@@ -168,8 +170,10 @@ class BuildReport:
     def line(self) -> str:
         if not self.rebuilt:
             return f"C-simulation library up to date ({self.library.name})"
-        return (f"C-simulation built in {self.seconds:.1f} s: {self.compiled} units compiled, {self.reused} reused, "
-                f"precompiled header {self.precompiled_header}")
+        split = f" (the top function in {self.shards})" if self.shards > 1 else ""
+        failed = f"; split top function failed, built as written: {self.shard_error}" if self.shard_error else ""
+        return (f"C-simulation built in {self.seconds:.1f} s: {self.compiled} units compiled{split}, {self.reused} reused, "
+                f"precompiled header {self.precompiled_header}{failed}")
 
 
 def _project_name(prj: Path) -> str:
@@ -213,8 +217,10 @@ class Builder:
     def __init__(self, jobs: int | None = None, cache: ObjectCache | None = None, opt: str = OPT,
                  codegen_opt: str = CODEGEN_OPT, aptypes_view: bool = True, loader_opt: str = LOADER_OPT,
                  shards: int | None = None):
-        """``shards``: units the top function is compiled in (:mod:`.shard`; default: one per
-        idle core, :func:`idle_cores`, as the design allows); ``opt``, ``codegen_opt``,
+        """``shards``: at most this many units for the top function (:mod:`.shard`; default:
+        one per usable core, at most :data:`MAX_SHARDS`, as the design allows: on a machine the
+        same sources always give the same units, whatever ``jobs`` or the load, so a second
+        project reuses the first one's objects); ``opt``, ``codegen_opt``,
         ``loader_opt``: the optimisation levels; ``aptypes_view``: compile
         against :mod:`.aptypes`' view (the defaults are measured in
         docs/results/emulation.md; the others only for that measurement)."""
@@ -363,7 +369,7 @@ class Builder:
         gen.mkdir(exist_ok=True)
         view = derive_view(prj) if self.aptypes_view else ViewStatus.AS_SHIPPED
         top = parse_top((prj / "firmware" / f"{name}.cpp").read_text(errors="replace"), name)
-        shards = shard_count(top, self.shards or min(self.jobs, idle_cores())) if objcopy_for(self.gxx) else 1
+        shards = shard_count(top, self.shards or min(usable_cores(), MAX_SHARDS)) if objcopy_for(self.gxx) else 1
         try:
             return self._build_sharded(prj, name, current, testbench, top, shards, view)
         except SimulationError as exc:
@@ -430,14 +436,6 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def idle_cores() -> int:
-    """The usable cores less the whole cores' worth of the system's load (its last minute's
-    average), at least one: a build on a busy machine (a test suite's parallel workers) adds
-    no units that would only wait for a core."""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return max(1, usable_cores() - int(load))
-
-
 def library_path(prj: Path, name: str | None = None) -> Path | None:
     """The project's C-simulation library as this build last made it (hls4ml's own
     ``build_lib.sh`` may leave another ``<name>-*.so`` beside it), if there is one."""
@@ -455,5 +453,5 @@ def build_project(prj: str | Path, rebuild: bool = False, testbench: bool = Fals
 
 
 __all__ = ["BASE_FLAGS", "BUILD_DIR", "BUILD_HASH", "BuildReport", "Builder", "CODEGEN_OPT", "LOADER_OPT", "OPT", "TESTBENCH",
-           "build_project", "idle_cores", "loader_declarations", "objcopy_for",
+           "build_project", "loader_declarations", "objcopy_for",
            "compiler_id", "last_error_line", "library_path", "require_gxx", "source_hash", "usable_cores"]

@@ -95,13 +95,13 @@ def parse_top(text: str, name: str) -> TopFunction | None:
     return TopFunction(name, lines, heads[0], tuple(Call(i, ind, k, a, r, cost(k, a)) for i, ind, k, a, r in calls))
 
 
-def shard_count(top: TopFunction | None, jobs: int) -> int:
-    """How many units: one per core (``jobs``: the idle ones), at most one per layer with
+def shard_count(top: TopFunction | None, limit: int) -> int:
+    """How many units: at most ``limit`` (the build's: one per core) and one per layer with
     weights (each unit parses the headers anew: a unit more is worth it only for a share of
     the kernels)."""
     if top is None:
         return 1
-    return max(1, min(jobs, sum(c.cost == HEAVY for c in top.calls)))
+    return max(1, min(limit, sum(c.cost == HEAVY for c in top.calls)))
 
 
 def assign(top: TopFunction, shards: int) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from tessera.compiler import api
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
-from tessera.compiler.sim.build import Builder
+from tessera.compiler.sim.build import Builder, loader_declarations
 from tessera.compiler.sim.csim import CSim
 from tessera.compiler.sim.objcache import IN_USE_S, ObjectCache
 
@@ -124,6 +124,22 @@ def test_a_changed_top_function_is_recompiled(tmp_path, make_qonnx_mlp):
     src.write_text("#include <cstdlib>\n" + text.replace(mark, f"{mark}\n    if (x_in[0] == 0) abort();"))
     changed = Builder().build(prj)
     assert [u.unit for u in changed.units if not u.cached] == ["top"], changed.line()
+
+
+def test_the_weight_loaders_are_declared_as_the_projects_own_header_defines_them(tmp_path, make_qonnx_mlp):
+    """The prelude gives hls4ml's weight loaders an optimisation level of their own by
+    declaring them again: the declarations are copied from the project's nnet_helpers.h, so a
+    loader of another form is left as it is (never a declaration of another template)."""
+    prj = _project(make_qonnx_mlp(tmp_path / "m.onnx"), tmp_path / "prj")
+    decls = loader_declarations(prj).splitlines()
+    assert len(decls) == 3 and all('__attribute__((optimize("Og")))' in d for d in decls)
+    assert 'template <class T, size_t SIZE> __attribute__((optimize("Og"))) void load_weights_from_txt(T *w, ' \
+           'const char *fname);' in decls
+    helpers = prj / "firmware" / "nnet_utils" / "nnet_helpers.h"
+    helpers.write_text(helpers.read_text().replace("void load_weights_from_txt(T *w, const char *fname) {",
+                                                   "void load_weights_from_txt(T *w, const char *fname, int) {"))
+    changed = loader_declarations(prj)
+    assert "load_weights_from_txt(T *w, const char *fname, int);" in changed and len(changed.splitlines()) == 3
 
 
 def test_a_truncated_stored_object_is_compiled_again(tmp_path, make_qonnx_mlp, store):

@@ -93,6 +93,15 @@ def _two_conv_graph(make_graph, make_type, rng):
     )
 
 
+def _assert_exact(graph, prj, seed: int, n: int = 50) -> None:
+    codes = sample_codes(graph.values[graph.input], n, seed=seed)
+    sim = CSim(prj, workers=1)
+    try:
+        assert np.array_equal(sim.run_codes(codes), run_ir(graph, codes))
+    finally:
+        sim.close()
+
+
 @pytest.mark.csim
 @pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
 def test_a_sharded_build_equals_the_reference_and_the_unsharded_build(make_graph, make_type, rng, tmp_path,
@@ -127,10 +136,20 @@ def test_a_sharded_build_that_fails_is_built_from_the_file_as_written(make_graph
     real = build_mod.render_shards
     monkeypatch.setattr(build_mod, "render_shards", lambda *a: [t + "\nthis is not C++;" for t in real(*a)])
     rep = Builder(jobs=2, shards=2).build(prj, rebuild=True)
-    assert rep.shards == 1 and "build failed" in rep.shard_error
-    codes = sample_codes(graph.values[graph.input], 60, seed=4)
-    sim = CSim(prj, workers=1)
-    try:
-        assert np.array_equal(sim.run_codes(codes), run_ir(graph, codes))
-    finally:
-        sim.close()
+    assert rep.shards == 1 and "build failed" in rep.shard_error and "built as written" in rep.line()
+    _assert_exact(graph, prj, seed=4)
+
+
+@pytest.mark.csim
+def test_the_units_do_not_depend_on_the_build_jobs_so_a_second_project_compiles_nothing(make_graph, make_type, rng,
+                                                                                        tmp_path, monkeypatch):
+    """The shards are chosen by the design and the machine, never by a caller's ``jobs``: the
+    same design written into another folder and built one job at a time links the objects
+    the first build stored (with the same units) and gives the same outputs."""
+    monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "cache"))
+    graph = _two_conv_graph(make_graph, make_type, rng)
+    pa = write_project(graph, None, tmp_path / "pa", HlsOptions(io_type="io_stream"), tb_samples=16)
+    pb = write_project(graph, None, tmp_path / "pb", HlsOptions(io_type="io_stream"), tb_samples=16)
+    ra, rb = Builder().build(pa), Builder(jobs=1).build(pb)
+    assert ra.compiled == 3 and rb.compiled == 0 and rb.shards == ra.shards, (ra.line(), rb.line())
+    _assert_exact(graph, pb, seed=6)
