@@ -104,7 +104,7 @@ def compiler_id(gxx: str) -> str:
     return f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{''.join(version)}"
 
 
-def source_hash(prj: Path, flags: tuple[str, ...] = (OPT, CODEGEN_OPT, f"loaders-O{LOADER_OPT}", VIEW_FLAG, REWRITE_ID)) -> str:
+def source_hash(prj: Path, flags: tuple[str, ...]) -> str:
     """sha256 of everything a project's C-simulation is built from: ``firmware/`` (the top
     function, the kernels, the weights, ap_types), the bridge, the testbench and the build
     script, and the build's flags (``flags``: the optimisation levels and the ap_types

@@ -40,9 +40,10 @@ _CALL = re.compile(r"^(\s*)(nnet::\w+\s*<[^()]*>)\s*\(([^()]*)\);(\s*(?://.*)?)$
 _LOADER = re.compile(r"^nnet::load_\w+_from_txt\b")
 #: One argument of a call: a name, a number or a plain string literal.
 _ARG = re.compile(r'^(?:[A-Za-z_]\w*|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fFlLuU]*|"[^"\\]*")$')
-#: The compile cost, roughly (measured per kind of call, docs/emulation.md), of a call that
-#: passes weight arrays (a dense, convolution, pooling or recurrent layer), of any other
-#: layer (element-wise), of one weight loader and of the bridge, for :func:`assign`.
+#: Rough relative compile costs, for :func:`assign`: of a call that passes weight arrays (a
+#: dense, convolution, pooling or recurrent layer), of any other layer (element-wise), of one
+#: weight loader and of the bridge (what the split gains is measured by bench/emulation.py's
+#: cold-build study, docs/results/emulation.md).
 HEAVY, LIGHT, LOADER, BRIDGE = 40, 15, 1, 30
 
 
