@@ -7,7 +7,6 @@ Commands: ``compile``, ``emulate``, ``verify``, ``inspect`` (:mod:`.compile`), `
 (the form ``torchrun`` launches for distributed training).
 """
 
-from . import check, compile, estimate, plan, train  # noqa: F401  (each module registers its commands)
-from .app import main
+from .app import main  # the group loads each command's module when the command runs
 
 __all__ = ["main"]

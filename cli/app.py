@@ -1,21 +1,26 @@
 """The ``tessera`` command group and what every command shares: the consoles, the one-line
 error handling (exit codes: docs/cli.md and ``compiler/errors.py``), progress bars and
-option parsers."""
+option parsers.
+
+The group loads a command's module when the command runs (:data:`COMMANDS`): ``tessera
+--help`` imports none of them, and a command imports only its own (``emulate`` never loads
+onnx, qonnx or hls4ml)."""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
-from rich.text import Text
 
-from ..compiler.errors import TesseraError
+from ..compiler.errors import TesseraError, first_line
 
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -43,42 +48,76 @@ def handle_errors(fn):
                 os._exit(exc.exit_code)
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException:
-            raise  # usage errors: click prints them and exits 2
+            raise  # usage errors: the group prints them in one line (exit 2)
         except KeyboardInterrupt:
             console.print("[bold red]interrupted[/]")
             sys.exit(130)
         except Exception as exc:  # anything else is our bug: say so in one line
             if debug:
                 raise
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {escape(first)} (rerun with --debug for a traceback)",
+            console.print(f"[bold red]internal error:[/] {escape(first_line(exc))} (rerun with --debug for a traceback)",
                           highlight=False, soft_wrap=True)
             sys.exit(EXIT_INTERNAL)
 
     return wrapper
 
 
-class RateColumn(ProgressColumn):
-    """Items per second (the task's ``unit`` field, default samples)."""
+def progress_bar():
+    """A rich progress bar on stderr: description, bar, done/total, items per second (the
+    task's ``unit`` field, default samples), elapsed and remaining time.  rich.progress is
+    imported here: commands that draw no bar (and ``--help``) never load it."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+    from rich.text import Text
 
-    def render(self, task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.1f} {task.fields.get('unit', 'samples')}/s" if speed else "", style="progress.data.speed")
+    class RateColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            speed = task.finished_speed or task.speed
+            unit = task.fields.get("unit", "samples")
+            return Text(f"{speed:,.1f} {unit}/s" if speed else "", style="progress.data.speed")
 
-
-def progress_bar() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
                     TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
                     disable=not console.is_terminal)
 
 
-def build_simulation(sim) -> None:
-    """Build a project's C-simulation under a status line, then say what the build did."""
-    with console.status("building the C-simulation (g++)"):
-        sim.build()
-    report = getattr(sim, "last_build", None)
-    if report is not None:
-        console.print(report.line(), highlight=False)
+class ConsoleObserver:
+    """The compiler's :class:`~tessera.compiler.observer.Observer` on the terminal: a status
+    line per stage, notices on stdout, a progress bar per loop."""
+
+    def stage(self, text: str):
+        return console.status(text)
+
+    def notice(self, line: str) -> None:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    @contextmanager
+    def progress(self, text: str, total: int, unit: str = "samples"):
+        with progress_bar() as bar:
+            task = bar.add_task(text, total=total, unit=unit)
+            yield lambda done: bar.advance(task, done)
+
+
+def check_output_path(path: Path, option: str, folder: bool = False) -> None:
+    """A file (or with ``folder`` a folder) a command will write, checked before any work: a
+    usage error (exit 2) naming ``option`` when it cannot be written there."""
+    if not folder and path.is_dir():
+        raise click.BadParameter(f"{path} is a directory, not a file", param_hint=option)
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise click.BadParameter(f"{parent} is a file, not a folder", param_hint=option)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary sibling renamed at the end: an
+    interrupted write leaves no partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def parse_bytes(text: str) -> int:
@@ -105,7 +144,66 @@ def parse_reuse(ctx, param, value):
     return r
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@dataclass(frozen=True)
+class CommandEntry:
+    """A command of ``tessera``: the module of this package that defines it, and its line in
+    ``tessera --help``."""
+
+    module: str
+    summary: str
+
+
+#: Every command, in the order ``tessera --help`` lists them.
+COMMANDS: dict[str, CommandEntry] = {
+    "compile": CommandEntry("compile", "Compile a QONNX/QCDQ model into a complete Vitis HLS project."),
+    "emulate": CommandEntry("compile", "Run a project's g++ C-simulation on an input array."),
+    "verify": CommandEntry("compile", "Check a project bit for bit: its exact reference, the model itself."),
+    "check": CommandEntry("check", "Check a project for what Vitis HLS or the FPGA would reject."),
+    "inspect": CommandEntry("compile", "Show a model's ops, types, accumulator widths and MACs."),
+    "estimate": CommandEntry("estimate", "Estimate a model's resources, II and latency on an FPGA part."),
+    "models": CommandEntry("train", "List the model zoo."),
+    "train": CommandEntry("train", "Quantization-aware training, exported to QONNX."),
+    "demo": CommandEntry("train", "Train, compile, emulate and verify a small default model."),
+    "calibrate": CommandEntry("plan", "Measure this machine for the training performance model."),
+    "plan": CommandEntry("plan", "Predict the step time and memory of distributed training."),
+}
+
+
+class CommandGroup(click.Group):
+    """``tessera``: loads a command's module when the command is asked for, lists the
+    commands from :data:`COMMANDS`, and reports a usage error in one line (exit 2)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMANDS:
+            importlib.import_module(f"{__package__}.{COMMANDS[name].module}")
+        return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, entry.summary) for name, entry in COMMANDS.items()])
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:  # one line: what is wrong, and where the help is
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            console.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(hint)}", highlight=False,
+                          soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            console.print("[bold red]interrupted[/]")
+            sys.exit(130)
+
+
+@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.version_option(package_name="tessera")
 def main(debug: bool) -> None:
@@ -118,5 +216,6 @@ def main(debug: bool) -> None:
         warnings.filterwarnings("ignore", category=FutureWarning)
 
 
-__all__ = ["EXIT_INTERNAL", "EXIT_MISMATCH", "console", "handle_errors", "main", "out", "parse_bytes", "parse_reuse",
-           "build_simulation", "progress_bar"]
+__all__ = ["COMMANDS", "CommandEntry", "CommandGroup", "ConsoleObserver", "EXIT_INTERNAL", "EXIT_MISMATCH",
+           "check_output_path", "console", "handle_errors", "main", "out", "parse_bytes", "parse_reuse", "progress_bar",
+           "write_atomically"]

@@ -11,7 +11,7 @@ import click
 
 from ..compiler.errors import ProjectError
 from ..compiler.hlscheck.check import check_project, project_folders
-from .app import EXIT_MISMATCH, console, handle_errors, main, out
+from .app import EXIT_MISMATCH, check_output_path, console, handle_errors, main, out, write_atomically
 
 
 def parse_depths(ctx, param, values) -> dict[str, int]:
@@ -25,7 +25,7 @@ def parse_depths(ctx, param, values) -> dict[str, int]:
 
 
 @main.command("check")
-@click.argument("project", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("project", type=click.Path(path_type=Path))
 @click.option("--no-syntax", is_flag=True, help="Skip the synthesis-branch compile (g++ -fsyntax-only).")
 @click.option("--no-lint", is_flag=True, help="Skip the lint for constructs Vitis HLS rejects.")
 @click.option("--no-fifo", is_flag=True, help="Skip the bounded-FIFO C-simulation.")
@@ -38,6 +38,8 @@ def parse_depths(ctx, param, values) -> dict[str, int]:
 def check_cmd(project, no_syntax, no_lint, no_fifo, fifo_samples, depths, json_path):
     """Check PROJECT (from `tessera compile`) for what Vitis HLS would reject or what would
     fail on the FPGA although C-simulation passes; exit 1 if any check fails."""
+    if json_path is not None:
+        check_output_path(json_path, "--json")
     folders = project_folders(project)
     if depths and len(folders) > 1:
         raise ProjectError("--depth names one project's FIFOs: check a kernel folder of the partitioned project")
@@ -56,7 +58,7 @@ def check_cmd(project, no_syntax, no_lint, no_fifo, fifo_samples, depths, json_p
             peaks = ", ".join(f"{p.name} {p.peak}/{p.depth}" for p in rep.fifo.peaks[::-1])
             out.print(f"      FIFO peak/depth: {peaks}", highlight=False, markup=False)
     if json_path:
-        json_path.write_text(json.dumps({str(r.project): r.to_json() for r in reports}, indent=1))
+        write_atomically(json_path, json.dumps({str(r.project): r.to_json() for r in reports}, indent=1).encode())
         out.print(f"wrote {json_path}")
     if not all(r.ok for r in reports):
         raise SystemExit(EXIT_MISMATCH)

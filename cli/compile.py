@@ -3,87 +3,67 @@ top of :mod:`tessera.compiler.api`."""
 
 from __future__ import annotations
 
+import io
 import json
 import sys
-import time
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from ..compiler import api
-from .app import (EXIT_MISMATCH, build_simulation, console, handle_errors, main, out, parse_bytes, parse_reuse,
-                  progress_bar)
+from .app import (EXIT_MISMATCH, ConsoleObserver, check_output_path, handle_errors, main, out, parse_bytes, parse_reuse,
+                  write_atomically)
+
+COMPILE = api.CompileOptions()
+VERIFY = api.VerifyOptions()
 
 
 @main.command("compile")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(path_type=Path), help="Project folder to create.")
-@click.option("--io-type", type=click.Choice(["parallel", "stream"]), default="parallel", show_default=True)
-@click.option("--reuse", default="1", show_default=True, callback=parse_reuse,
-              help="hls4ml reuse factor, or 'auto': per-layer factors from the estimator's chooser for --part.")
-@click.option("--part", default="xcu250", show_default=True, help="FPGA part (xcu250, vu9p, zu9eg or a full part name).")
-@click.option("--clock", "clock_period", type=float, default=5.0, show_default=True, help="Clock period in ns.")
-@click.option("--project-name", default="tessera_model", show_default=True)
-@click.option("--tb-samples", type=int, help="Reference samples written for the testbench "
+@click.option("--io-type", type=click.Choice(["parallel", "stream"]), default=str(COMPILE.io_type).removeprefix("io_"),
+              show_default=True)
+@click.option("--reuse", default=str(COMPILE.reuse), show_default=True, callback=parse_reuse,
+              help=f"hls4ml reuse factor, or '{api.REUSE_AUTO}': per-layer factors from the estimator's chooser for --part.")
+@click.option("--part", default=COMPILE.part, show_default=True, help="FPGA part (xcu250, vu9p, zu9eg or a full part name).")
+@click.option("--clock", "clock_period", type=float, default=COMPILE.clock_period, show_default=True,
+              help="Clock period in ns.")
+@click.option("--project-name", default=COMPILE.project_name, show_default=True)
+@click.option("--tb-samples", type=click.IntRange(1), help="Reference samples written for the testbench "
               f"[default: {api.TB_SAMPLES}, fewer for inputs over {api.TB_VALUES // api.TB_SAMPLES:,} values; "
               f"{api.TB_SAMPLES_PER_KERNEL} per block kernel of a partitioned project].")
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
-@click.option("--partition", "grid_text", help="3D CNNs: run the volume as AxBxC blocks (e.g. 2x2x1), or 'auto': "
+@click.option("--partition", "grid_text", help=f"3D CNNs: run the volume as AxBxC blocks (e.g. 2x2x1), or '{api.GRID_AUTO}': "
               "the fewest blocks that fit --onchip-budget, or without a budget the performance model's grid for --part.")
 @click.option("--onchip-budget", help="Bytes one block's working set may use on chip (e.g. 4MiB, 512KiB); implies "
               "--partition auto.")
-@click.option("--partition-mode", type=click.Choice(["overlap", "exchange"]), default="overlap", show_default=True,
-              help="overlap: blocks read their halo and recompute it; exchange: per-layer halo exchange.")
+@click.option("--partition-mode", type=click.Choice(["overlap", "exchange"]), default=COMPILE.partition_mode,
+              show_default=True, help="overlap: blocks read their halo and recompute it; exchange: per-layer halo exchange.")
 @click.option("--input-type", help="Type of a float input that no Quant reads, e.g. fixed<16,6> (ufixed<W,I>, int<W>, "
               "uint<W>): real data are rounded half to even onto it, saturating.")
 @handle_errors
 def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name, tb_samples, force, grid_text,
                 onchip_budget, partition_mode, input_type):
     """Compile a QONNX/QCDQ MODEL into a complete Vitis HLS project."""
-    t0 = time.perf_counter()
-    budget = parse_bytes(onchip_budget) if onchip_budget is not None else None
-    with console.status("reading and typing the model"):
-        graph = api.load_model(model, input_type)
-    if graph.softmax is not None:
-        out.print(f"notice: the trailing Softmax '{graph.softmax}' is not compiled; the design outputs its logits "
-                  "(exactly), which verify compares with the user's model")
-    opts = api.hls_options(graph, f"io_{io_type}", reuse, part, clock_period, project_name)
-    if grid_text == "auto" and budget is None:
-        with console.status(f"choosing a block grid for {part} (estimates)"):
-            grid = api.choose_grid(graph, part, opts.io_type)
-        if grid is None:
-            out.print(f"the unpartitioned design fits {part} (estimate): compiling without blocks")
-            grid_text = None
-        else:
-            grid_text = "x".join(map(str, grid))
-            out.print(f"estimate: {grid_text} blocks fit {part}")
-    if grid_text is None and budget is None:
-        with console.status(f"writing the HLS project ({opts.io_type}) with hls4ml"):
-            prj = api.write(graph, model, out_dir, opts, tb_samples=tb_samples, force=force)
-        out.print(f"compiled {model} -> {prj} ({len(graph.nodes)} ops, {opts.io_type}, reuse {reuse}) in "
-                  f"{time.perf_counter() - t0:.1f} s")
-        for line in api.notices(prj):
-            out.print(line, highlight=False)
-        return
-    with console.status("planning the partition"):
-        partition = api.plan_partition(graph, grid_text, partition_mode, budget)
-        report = partition.report()
-    grid = "x".join(map(str, partition.grid))
-    out.print(f"partition {grid} ({partition_mode}): cut after '{partition.cut}', redundant compute "
-              f"{100 * report.redundant_fraction:.1f} %, halo {report.halo_bytes:,} bytes, largest block "
-              f"{report.max_block_bytes:,} bytes")
-    n = len(partition.block_tasks()) if partition_mode == "overlap" else len(partition.layer_graphs())
-    with progress_bar() as p:
-        task = p.add_task("writing block kernels", total=n)
-        prj = api.write(graph, model, out_dir, opts, partition, tb_samples=tb_samples, force=force,
-                        progress=lambda k: p.advance(task, k))
-    info = api.read_manifest(prj)["partition"]
-    out.print(f"compiled {model} -> {prj}: {grid} blocks ({partition_mode}), {len(info['kernels'])} block kernels, "
-              f"tail: {info['tail'] or 'none'}, in {time.perf_counter() - t0:.1f} s")
-    for line in api.notices(prj):
-        out.print(line, highlight=False)
+    check_output_path(out_dir, "--output", folder=True)
+    options = api.CompileOptions(
+        io_type=f"io_{io_type}", reuse=reuse, part=part, clock_period=clock_period, project_name=project_name,
+        tb_samples=tb_samples, force=force, grid=grid_text, partition_mode=partition_mode, input_type=input_type,
+        onchip_budget=parse_bytes(onchip_budget) if onchip_budget is not None else None)
+    result = api.compile_model(model, out_dir, options, ConsoleObserver())
+    out.print(result.summary(), markup=False, highlight=False, soft_wrap=True)
+    for line in result.notices():
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def npy_bytes(array) -> bytes:
+    """``array`` as the bytes of a ``.npy`` file."""
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
 
 
 @main.command()
@@ -91,57 +71,33 @@ def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name
 @click.option("--input", "input_path", required=True, type=click.Path(path_type=Path), help=".npy of real-valued inputs (N, *shape).")
 @click.option("--output", "output_path", required=True, type=click.Path(path_type=Path), help=".npy to write.")
 @click.option("--codes", is_flag=True, help="Input and output are integer codes instead of real values.")
-@click.option("--workers", type=int, help="Worker processes running samples, or a partitioned project's blocks (default: the CPUs).")
+@click.option("--workers", type=click.IntRange(1),
+              help="Worker processes running samples, or a partitioned project's blocks (default: the CPUs).")
 @handle_errors
 def emulate(project, input_path, output_path, codes, workers):
     """Run PROJECT's g++ C-simulation on an input array (partitioned projects: every block
     in parallel worker processes, then the tail)."""
-    import numpy as np
-
-    sim = api.simulation(project, workers)
-    x = api.input_codes(project, input_path, codes)
-    build_simulation(sim)
-    with progress_bar() as p:
-        total = api.progress_total(project, len(x), sim)
-        task = p.add_task("emulating" if total == len(x) else f"emulating {len(x)} samples as blocks", total=total,
-                          unit="samples" if total == len(x) else "blocks")
-        y = api.emulate(project, x, codes=True, sim=sim, progress=lambda k: p.advance(task, k))
-    result = y if codes else api.real_outputs(sim.manifest["output"], y)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(output_path, result)
-    out.print(f"emulated {len(x)} samples -> {output_path}")
+    check_output_path(output_path, "--output")
+    result = api.emulate(project, input_path, codes=codes, workers=workers, observer=ConsoleObserver())
+    write_atomically(output_path, npy_bytes(result))
+    out.print(f"emulated {len(result)} samples -> {output_path}", markup=False, highlight=False)
 
 
 def print_verify_report(rep) -> bool:
     """The report's lines, the last one the verdict; whether the project verified."""
-    for m in rep.first_mismatches:
-        out.print(f"mismatch: sample {m['sample']} output {m['output']}: expected {m['expected']} got {m['got']}")
-    out.print(f"testbench (g++): {rep.testbench}")
-    if rep.user_model.get("skipped"):
-        out.print(f"user model: not run ({rep.user_model['skipped']})")
-    elif rep.user_model.get("error"):
-        out.print(f"user model: not compared ({rep.user_model['error']})")
-    elif rep.user_model:
-        u = rep.user_model
-        out.print(f"user model ({u['tool']}): {u['outputs'] - u['differing_outputs']}/{u['outputs']} outputs equal the exact reference")
-    if rep.framework:
-        f = rep.framework
-        out.print(f"framework outputs (--expected): {f['outputs'] - f['differing_outputs']}/{f['outputs']} equal the exact "
-                  f"reference" + (f" (max |difference| {f['max_abs_difference']:.3g})" if f["differing_outputs"] else ""))
-    if rep.reference_vs_integer_semantics_mismatches:
-        out.print(f"reference vs integer semantics: {rep.reference_vs_integer_semantics_mismatches} mismatches")
-    out.print(escape(rep.independent_line()), soft_wrap=True, highlight=False)
-    out.print(f"verified: {rep.samples} samples, {rep.outputs} outputs, {rep.mismatches} mismatches")
+    for line in rep.lines():
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     return rep.passed
 
 
 @main.command("verify")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.argument("project", type=click.Path(path_type=Path))
-@click.option("--samples", type=int, default=1000, show_default=True, help="Random inputs over the full input type range.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--samples", type=click.IntRange(0), default=VERIFY.samples, show_default=True,
+              help="Random inputs over the full input type range.")
+@click.option("--seed", type=int, default=VERIFY.seed, show_default=True)
 @click.option("--data", type=click.Path(path_type=Path), help="Also verify on these real-valued inputs (.npy).")
-@click.option("--user-samples", type=int, default=100, show_default=True,
+@click.option("--user-samples", type=click.IntRange(0), default=VERIFY.user_samples, show_default=True,
               help="Samples on which the user's exported model is run for the agreement count (0 to skip).")
 @click.option("--expected", type=click.Path(path_type=Path),
               help="The training framework's outputs (.npy, real values) on --data, e.g. brevitas' forward.  For "
@@ -154,16 +110,13 @@ def print_verify_report(rep) -> bool:
 def verify_cmd(model, project, samples, seed, data, user_samples, expected, require_independent, report):
     """Check PROJECT's C-simulation == the exact reference of MODEL on every output, and the
     exact reference == MODEL itself run by an independent executor in float64."""
-    if samples < 0:
-        raise click.BadParameter("must be >= 0", param_hint="--samples")
-    with progress_bar() as p:
-        task = p.add_task("C-simulation", total=None)
-        rep = api.verify_project(model, project, samples=samples, seed=seed, data=data, user_samples=user_samples,
-                                 progress=lambda k: p.advance(task, k), progress_total=lambda n: p.update(task, total=n),
-                                 expected=expected, require_independent=require_independent)
-    if report:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps(rep.to_dict(), indent=1))
+    if report is not None:
+        check_output_path(report, "--report")
+    options = api.VerifyOptions(samples=samples, seed=seed, data=data, expected=expected, user_samples=user_samples,
+                                require_independent=require_independent)
+    rep = api.verify_project(model, project, options, ConsoleObserver())
+    if report is not None:
+        write_atomically(report, json.dumps(rep.to_dict(), indent=1).encode())
     if not print_verify_report(rep):
         sys.exit(EXIT_MISMATCH)
 

@@ -10,7 +10,7 @@ import click
 from ..compiler import api
 from ..compiler.estimate import choose_design, get_part, sweep_reuse
 from ..compiler.estimate.report import layer_table, plot, summary_lines, write_json
-from .app import console, handle_errors, main, out
+from .app import check_output_path, console, handle_errors, main, out
 
 
 @main.command("estimate")
@@ -37,6 +37,9 @@ def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilizatio
         raise click.BadParameter("must be in (0, 1]", param_hint="--utilization")
     if clock_ns <= 0:
         raise click.BadParameter("must be > 0", param_hint="--clock")
+    for path, option in ((json_path, "--json"), (plot_path, "--plot")):
+        if path is not None:
+            check_output_path(path, option)
     p = get_part(part)
     with console.status("reading and typing the model"):
         graph = api.load_model(model, input_type)

@@ -19,10 +19,12 @@ from .app import console, handle_errors, main, out, parse_bytes
 @click.option("--size", type=int, help="Input edge (default: the trainer's).")
 @click.option("--ranks", default="2,4", show_default=True, help="Process counts of the gloo microbenchmarks.")
 @click.option("--quick", is_flag=True, help="A few seconds: small sizes, one thread count, 2 processes (tests).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Where the layers run: cuda measures them on the GPU and the transfers on CUDA tensors.")
 @click.option("-o", "--out", "out_path", type=click.Path(path_type=Path),
               help="Calibration JSON (default: <cache>/perfmodel/calibration.json).")
 @handle_errors
-def calibrate_cmd(model, width, size, ranks, quick, out_path):
+def calibrate_cmd(model, width, size, ranks, quick, device, out_path):
     """Measure this machine for the training performance model: forward + backward of every
     layer shape, an Adam step, the sample reader, gloo point-to-point / all-reduce /
     all-gather latency and bandwidth."""
@@ -36,10 +38,13 @@ def calibrate_cmd(model, width, size, ranks, quick, out_path):
     if any(r < 2 for r in counts):
         raise click.BadParameter("process counts must be >= 2", param_hint="--ranks")
     with console.status("calibrating (microbenchmarks)") as st:
-        cal = calibrate(model, width, size, ranks=counts, quick=quick, log=lambda s: st.update(s.strip()))
+        cal = calibrate(model, width, size, ranks=counts, quick=quick, log=lambda s: st.update(s.strip()),
+                        device=device)
     path = cal.save(out_path or default_calibration_path())
     s = cal.meta["seconds"]
-    out.print(f"calibrated {cal.cores} cores, threads {cal.threads}, gloo at {', '.join(cal.p2p)} processes "
+    where = f"{cal.meta.get('device_name')}, " if cal.device == "cuda" else ""
+    backends = "/".join(sorted(set(cal.meta["comm_backends"].values())))
+    out.print(f"calibrated {where}{cal.cores} cores, threads {cal.threads}, {backends} at {', '.join(cal.p2p)} processes "
               f"({s['compute']:.0f} s layers, {s['io']:.0f} s reader, {s['comm']:.0f} s communication) -> {path}")
 
 
@@ -81,11 +86,12 @@ def plan_train(model, ranks, mem, batch, size, width, threads, cal_path, json_pa
         table.add_column(col, justify="left" if col in ("data x grid", "fits", "") else "right")
     for p in sorted(plan.predictions, key=lambda p: p.step_s):
         table.add_row(p.label, str(p.threads), f"{p.step_s:.3f}", f"{p.compute_s * p.oversubscription:.3f}",
-                      f"{p.comm_s:.3f}", f"{p.io_s * p.oversubscription:.3f}", format_bytes(p.mem_bytes),
+                      f"{p.comm_s:.3f}", f"{p.io_s * p.io_oversubscription:.3f}", format_bytes(p.mem_bytes),
                       "yes" if plan.feasible(p) else "no", "<- chosen" if p is plan.chosen else "")
     out.print(table)
     c = plan.chosen
-    over = f", compute shared {c.oversubscription:g}x (ranks x threads > cores)" if c.oversubscription > 1 else ""
+    shared = "ranks > GPUs" if cal.device == "cuda" else "ranks x threads > cores"
+    over = f", compute shared {c.oversubscription:g}x ({shared})" if c.oversubscription > 1 else ""
     out.print(f"chosen: --data-parallel {c.data} --spatial {c.grid} (torchrun --nproc-per-node {ranks}): "
               f"predicted {c.step_s:.3f} s/step, {format_bytes(c.mem_bytes)} per rank{over}")
     if json_path:

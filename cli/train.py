@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ..compiler import api
 from ..compiler.errors import DataError, UnsupportedModelError
-from .app import EXIT_MISMATCH, build_simulation, console, handle_errors, main, out, progress_bar
+from .app import EXIT_MISMATCH, ConsoleObserver, console, handle_errors, main, out
 from .compile import print_verify_report
 
 
@@ -85,12 +85,14 @@ def _distributed(data_parallel: int, spatial: str) -> bool:
 @click.option("--checkpoint-every", "checkpoint_every", type=int, help="Distributed: also checkpoint every N steps.")
 @click.option("--collective-timeout", "timeout_s", type=float,
               help="Distributed: seconds a rank waits for the others before the job fails (default 600).")
-@click.option("--backend", type=click.Choice(["gloo", "nccl"]), help="Distributed: default nccl with CUDA, else gloo.")
+@click.option("--backend", type=click.Choice(["gloo", "nccl"]),
+              help="Distributed: default nccl with a GPU per rank, else gloo (ranks may share a GPU).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), help="Distributed: default cuda when available, else cpu.")
 @click.option("--bn-stats", "bn_stats", type=click.Choice(["global", "replica"]),
               help="Distributed: BatchNorm statistics over all ranks (default) or each data replica's spatial group.")
 @handle_errors
 def train(name, out_dir, epochs, seed, cell, weights, task, size, width, data_parallel, spatial, n_samples,
-          batch_size, lr, data_dir, resume, backend, bn_stats, checkpoint_every, timeout_s):
+          batch_size, lr, data_dir, resume, backend, device, bn_stats, checkpoint_every, timeout_s):
     """Quantization-aware training, exported to QONNX.
 
     NAME is a zoo model (see `tessera models`), `rnn` (with --cell and --weights), or one of
@@ -102,14 +104,14 @@ def train(name, out_dir, epochs, seed, cell, weights, task, size, width, data_pa
     rnn_opts, cnn_opts = (cell, weights, task), (size, width)
     if name != "rnn" and any(v is not None for v in rnn_opts):
         raise click.UsageError("--cell/--weights/--task apply to `tessera train rnn` only")
-    dist_opts = (n_samples, batch_size, lr, data_dir, backend, bn_stats, checkpoint_every, timeout_s)
+    dist_opts = (n_samples, batch_size, lr, data_dir, backend, device, bn_stats, checkpoint_every, timeout_s)
     if name not in CNN3D_MODELS and (any(v is not None for v in cnn_opts + dist_opts) or resume
                                      or data_parallel != 1 or spatial != "1x1x1"):
         raise click.UsageError(f"--size/--width/--data-parallel/--spatial/... apply to the 3D CNNs "
                                f"({', '.join(CNN3D_MODELS)}) only")
     if name in CNN3D_MODELS and not _distributed(data_parallel, spatial) and \
             (any(v is not None for v in dist_opts) or resume):
-        raise click.UsageError("--n-samples/--batch-size/--lr/--data-dir/--resume/--backend/--bn-stats need the distributed "
+        raise click.UsageError("--n-samples/--batch-size/--lr/--data-dir/--resume/--backend/--device/--bn-stats need the distributed "
                                "trainer: launch with torchrun (docs/training.md)")
     try:
         if name == "rnn":
@@ -124,7 +126,7 @@ def train(name, out_dir, epochs, seed, cell, weights, task, size, width, data_pa
 
             cfg = DistTrainConfig(name, out_dir or Path("runs") / name, data=data_parallel, grid=parse_grid(spatial),
                                   epochs=epochs, size=size, width=width, n_samples=n_samples, batch_size=batch_size,
-                                  lr=lr, seed=seed, data_dir=data_dir, resume=resume, backend=backend,
+                                  lr=lr, seed=seed, data_dir=data_dir, resume=resume, backend=backend, device=device,
                                   bn_stats=bn_stats or "global", checkpoint_every=checkpoint_every,
                                   **({"timeout_s": timeout_s} if timeout_s else {}))
             res = train_distributed(cfg, progress=console.is_terminal)
@@ -162,24 +164,18 @@ def demo(out_dir, name, epochs, io_type, samples):
     scales = "float scales, BatchNorm" if name.endswith("_float") else "power-of-two scales"
     out.print(f"trained {name} (quantization-aware, {scales}): test accuracy {res.final_test_accuracy:.4f}")
     console.rule("2/4 compile to an HLS project (hls4ml, Vitis back end)")
-    prj = api.compile_model(res.onnx_path, out_dir / "hls_project", io_type=f"io_{io_type}", force=True).project
+    options = api.CompileOptions(io_type=f"io_{io_type}", force=True)
+    prj = api.compile_model(res.onnx_path, out_dir / "hls_project", options, ConsoleObserver()).project
     out.print(f"project: {prj}")
     console.rule("3/4 emulate the real test set in C-simulation (g++)")
-    sim = api.simulation(prj)
-    build_simulation(sim)
-    x = api.input_codes(prj, res.test_inputs_path)
-    with progress_bar() as p:
-        task = p.add_task("emulating", total=len(x))
-        y = api.emulate(prj, x, codes=True, sim=sim, progress=lambda k: p.advance(task, k))
+    # real outputs (logits): per-channel offsets make codes unordered
+    real = api.emulate(prj, res.test_inputs_path, observer=ConsoleObserver())
     labels = np.load(res.test_labels_path)
-    real = api.real_outputs(sim.manifest["output"], y)  # logits: per-channel offsets make codes unordered
-    acc = float(np.mean(np.argmax(real.reshape(len(y), -1), axis=1) == labels))
-    out.print(f"C-simulation accuracy on the {len(x)} held-out test samples: {acc:.4f}")
+    acc = float(np.mean(np.argmax(real.reshape(len(real), -1), axis=1) == labels))
+    out.print(f"C-simulation accuracy on the {len(real)} held-out test samples: {acc:.4f}")
     console.rule("4/4 verify bit-exactly: C-simulation == exact reference == the exported model itself")
-    with progress_bar() as p:
-        task = p.add_task("C-simulation", total=None)
-        rep = api.verify_project(res.onnx_path, prj, samples=samples, data=res.test_inputs_path,
-                                 progress=lambda k: p.advance(task, k), progress_total=lambda n: p.update(task, total=n))
+    rep = api.verify_project(res.onnx_path, prj, api.VerifyOptions(samples=samples, data=res.test_inputs_path),
+                             ConsoleObserver())
     report = out_dir / "verify_report.json"
     report.write_text(json.dumps({**rep.to_dict(), "csim_test_accuracy": acc}, indent=1))
     out.print(f"report: {report}  ({time.perf_counter() - t0:.0f} s in all)")

@@ -2,13 +2,16 @@
 
 - :func:`load_model`: read, clean, import and type a QONNX / QCDQ file (the typed IR);
 - :func:`compile_model`: a complete Vitis HLS project from a model file (unpartitioned, or
-  as spatial blocks), with :func:`hls_options`, :func:`choose_grid` and :func:`plan_partition`
-  as its steps for callers that report progress between them;
+  as spatial blocks) with :class:`CompileOptions`; an :class:`~.observer.Observer` sees its
+  stages and notices (the command draws them); :func:`write` is its last step, for callers
+  that time the steps apart;
 - :func:`emulate`: a project's g++ C-simulation on real-valued inputs or integer codes;
-- :func:`verify_project`: C-simulation == the exact reference on every output
-  (:class:`~.verify.VerifyReport`).
+- :func:`verify_project`: C-simulation == the exact reference on every output, and the
+  reference == the user's file (:class:`~.verdict.VerifyOptions`, :class:`~.verdict.VerifyReport`).
 
 Every failure a user can cause is a :class:`~.errors.TesseraError` with a one-line message.
+The frontend, the writer, the verifier (onnx, qonnx, hls4ml) are imported by the functions
+that use them: a caller that only emulates never loads them.
 """
 
 from __future__ import annotations
@@ -17,46 +20,90 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import InputDataError, UnsupportedModelError
-from .frontend import compile_ir
-from .ir.graph import Graph
+from .errors import UnsupportedModelError
 from .lower.hls4ml_lower import HlsOptions
+from .observer import SILENT, Observer
 from .ops import IoType
-from .partition import Partition, grid_for_budget, parse_grid
-from .verify import VerifyReport, quantize_inputs, read_array, verify
-from .writer import layer_table, read_manifest, real_outputs, write_project
+from .project import Manifest
+from .samples import read_array
+from .verdict import Oracle, VerifyOptions, VerifyReport
+
+if TYPE_CHECKING:
+    from .ir.graph import Graph
+    from .partition import Partition
 
 PathLike = str | Path
 
-
-def load_model(path: PathLike, input_type: str | None = None) -> Graph:
-    """The typed IR of a model file (every failure a one-line error naming the node);
-    ``input_type``: the declared type of a float input no Quant reads (e.g. ``fixed<16,6>``)."""
-    return compile_ir(path, input_type)
-
-
+#: ``CompileOptions.reuse``: per-layer reuse factors from the estimator's chooser for the part.
+REUSE_AUTO = "auto"
+#: ``CompileOptions.grid``: the fewest blocks that fit the on-chip budget, or without one the
+#: performance model's grid for the part.
+GRID_AUTO = "auto"
+#: Reference samples the testbench checks: the project's, and each kernel's of a partitioned one.
+TB_SAMPLES, TB_SAMPLES_PER_KERNEL = 64, 4
+#: ... by default at most this many input values in all (at least 4 samples): the testbench's
+#: text files of a 32^3 x 4 volume are 1.5 MB a sample, and `verify` runs thousands anyway.
+TB_VALUES = 1 << 20
 #: Share of the part's flip-flops io_parallel's completely partitioned arrays may take (the
 #: estimator's default utilization): more is refused (lower/arrays.py).
 REGISTER_UTILIZATION = 0.8
 
 
-def hls_options(graph: Graph, io_type: IoType | str = IoType.PARALLEL, reuse: int | str = 1, part: str = "xcu250",
-                clock_period: float = 5.0, project_name: str = "tessera_model") -> HlsOptions:
-    """hls4ml options; ``reuse='auto'``: per-layer reuse factors from the estimator's chooser
-    for ``part`` (the unpartitioned design, docs/estimate.md).  For a catalogue part the
-    design-size guard (lower/arrays.py) counts io_parallel's register arrays against its
+@dataclass(frozen=True)
+class CompileOptions:
+    """What :func:`compile_model` builds: hls4ml's io type, reuse factor (or
+    :data:`REUSE_AUTO`), part, clock and project name; the testbench's reference samples
+    (None: :func:`default_tb_samples`); whether a non-empty output folder is replaced; the
+    block grid of a 3D CNN (``AxBxC``, a tuple, :data:`GRID_AUTO`, or None: unpartitioned),
+    its mode and on-chip budget in bytes (a budget alone implies :data:`GRID_AUTO`); the
+    declared type of a float input no Quant reads (e.g. ``fixed<16,6>``)."""
+
+    io_type: IoType | str = IoType.PARALLEL
+    reuse: int | str = 1
+    part: str = "xcu250"
+    clock_period: float = 5.0
+    project_name: str = "tessera_model"
+    tb_samples: int | None = None
+    force: bool = False
+    grid: tuple[int, ...] | str | None = None
+    partition_mode: str = "overlap"
+    onchip_budget: int | None = None
+    input_type: str | None = None
+
+
+def load_model(path: PathLike, input_type: str | None = None) -> Graph:
+    """The typed IR of a model file (every failure a one-line error naming the node);
+    ``input_type``: the declared type of a float input no Quant reads (e.g. ``fixed<16,6>``)."""
+    from .pipeline import compile_ir
+
+    return compile_ir(path, input_type)
+
+
+def layer_table(graph: Graph) -> list[dict]:
+    """Every node's row as ``tessera inspect`` prints it (:func:`.writer.layer_table`)."""
+    from .writer import layer_table as rows
+
+    return rows(graph)
+
+
+def hls_options(graph: Graph, options: CompileOptions = CompileOptions()) -> HlsOptions:
+    """hls4ml options; reuse :data:`REUSE_AUTO`: per-layer reuse factors from the estimator's
+    chooser for the part (the unpartitioned design, docs/estimate.md).  For a catalogue part
+    the design-size guard (lower/arrays.py) counts io_parallel's register arrays against its
     flip-flops."""
     from .estimate.parts import PARTS as CATALOGUE, get_part
 
+    part = options.part
     known = part.lower() in CATALOGUE or any(part.lower() == p.name.lower() for p in CATALOGUE.values())
-    opts = HlsOptions(io_type=io_type, reuse=1 if reuse == "auto" else int(reuse), part=part, clock_period=clock_period,
-                      project_name=project_name,
+    auto = options.reuse == REUSE_AUTO
+    opts = HlsOptions(io_type=options.io_type, reuse=1 if auto else int(options.reuse), part=part,
+                      clock_period=options.clock_period, project_name=options.project_name,
                       register_bits=int(get_part(part).ff * REGISTER_UTILIZATION) if known else None)
-    if reuse == "auto":
+    if auto:
         from .estimate.chooser import choose_reuse
 
         opts = dataclasses.replace(opts, layer_reuse=choose_reuse(graph, opts.part, opts.io_type,
@@ -80,7 +127,9 @@ def plan_partition(graph: Graph, grid: tuple[int, ...] | str | None = None, mode
                    onchip_budget: int | None = None) -> Partition:
     """The partitioned schedule of ``graph``: on ``grid`` (``AxBxC`` or a tuple), or the
     fewest blocks whose working set fits ``onchip_budget`` bytes."""
-    if grid in (None, "auto"):
+    from .partition import Partition, grid_for_budget, parse_grid
+
+    if grid in (None, GRID_AUTO):
         if onchip_budget is None:
             raise UnsupportedModelError("a partition needs a block grid or an on-chip budget")
         grid = grid_for_budget(graph, onchip_budget, mode).grid
@@ -94,20 +143,31 @@ def plan_partition(graph: Graph, grid: tuple[int, ...] | str | None = None, mode
     return part
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompileResult:
+    """A compiled project: its folder, the typed IR, hls4ml's options, the partition (None:
+    unpartitioned) and the seconds it took."""
+
+    model: Path
     project: Path
     graph: Graph
     options: HlsOptions
     partition: Partition | None
     seconds: float
 
+    def summary(self) -> str:
+        """The compile's line: what was written where, in how long."""
+        if self.partition is None:
+            reuse = REUSE_AUTO if self.options.layer_reuse else self.options.reuse
+            return (f"compiled {self.model} -> {self.project} ({len(self.graph.nodes)} ops, {self.options.io_type}, "
+                    f"reuse {reuse}) in {self.seconds:.1f} s")
+        info = Manifest.read(self.project).partition
+        return (f"compiled {self.model} -> {self.project}: {'x'.join(map(str, self.partition.grid))} blocks "
+                f"({self.partition.mode}), {len(info.kernels)} block kernels, tail: {info.tail or 'none'}, in "
+                f"{self.seconds:.1f} s")
 
-#: Reference samples the testbench checks: the project's, and each kernel's of a partitioned one.
-TB_SAMPLES, TB_SAMPLES_PER_KERNEL = 64, 4
-#: ... by default at most this many input values in all (at least 4 samples): the testbench's
-#: text files of a 32^3 x 4 volume are 1.5 MB a sample, and `verify` runs thousands anyway.
-TB_VALUES = 1 << 20
+    def notices(self) -> list[str]:
+        return notices(self.project)
 
 
 def default_tb_samples(graph: Graph) -> int:
@@ -115,113 +175,116 @@ def default_tb_samples(graph: Graph) -> int:
     return int(min(TB_SAMPLES, max(4, TB_VALUES // graph.values[graph.input].size)))
 
 
-def write(graph: Graph, model: PathLike, out_dir: PathLike, opts: HlsOptions, partition: Partition | None = None,
-          tb_samples: int | None = None, force: bool = False, progress: Callable[[int], None] | None = None) -> Path:
-    """Write the project of ``graph`` (as the blocks of ``partition`` when given; ``progress(k)``
-    after each block kernel)."""
-    if partition is None:
-        return write_project(graph, model, out_dir, opts, tb_samples=tb_samples or default_tb_samples(graph), force=force)
-    from .partition.project import write_partitioned_project
-
-    return write_partitioned_project(graph, model, out_dir, opts, partition, tb_samples=tb_samples or TB_SAMPLES_PER_KERNEL,
-                                     force=force, progress=progress)
-
-
-def compile_model(model: PathLike, out_dir: PathLike, *, io_type: IoType | str = IoType.PARALLEL,
-                  reuse: int | str = 1, part: str = "xcu250", clock_period: float = 5.0,
-                  project_name: str = "tessera_model", tb_samples: int | None = None, force: bool = False,
-                  grid: tuple[int, ...] | str | None = None, partition_mode: str = "overlap",
-                  onchip_budget: int | None = None, progress: Callable[[int], None] | None = None,
-                  input_type: str | None = None) -> CompileResult:
-    """Compile ``model`` into a complete Vitis HLS project at ``out_dir``.
-
-    ``grid``: run the leading 3D segment as blocks (``AxBxC``, a tuple, or ``'auto'``: the
-    fewest blocks that fit ``onchip_budget``, or without a budget the performance model's
-    grid for ``part``); ``onchip_budget`` alone implies ``'auto'``."""
+def write(graph: Graph, model: PathLike, out_dir: PathLike, options: CompileOptions = CompileOptions(),
+          partition: Partition | None = None, observer: Observer = SILENT) -> CompileResult:
+    """Write the project of ``graph`` (typed from ``model``) to ``out_dir``: unpartitioned, or
+    as the blocks of ``partition`` (the observer sees each block kernel written)."""
     t0 = time.perf_counter()
-    graph = load_model(model, input_type)
-    opts = hls_options(graph, io_type, reuse, part, clock_period, project_name)
-    if grid == "auto" and onchip_budget is None:
-        grid = choose_grid(graph, part, opts.io_type)
-    partition = None
-    if grid is not None or onchip_budget is not None:
-        partition = plan_partition(graph, grid, partition_mode, onchip_budget)
-    prj = write(graph, model, out_dir, opts, partition, tb_samples=tb_samples, force=force, progress=progress)
-    return CompileResult(prj, graph, opts, partition, time.perf_counter() - t0)
+    hls = hls_options(graph, options)
+    if partition is None:
+        from .writer import write_project
+
+        with observer.stage(f"writing the HLS project ({hls.io_type}) with hls4ml"):
+            prj = write_project(graph, model, out_dir, hls, tb_samples=options.tb_samples or default_tb_samples(graph),
+                                force=options.force)
+    else:
+        from .partition.project import write_partitioned_project
+
+        kernels = len(partition.block_tasks()) if partition.mode == "overlap" else len(partition.layer_graphs())
+        with observer.progress("writing block kernels", kernels, "kernels") as advance:
+            prj = write_partitioned_project(graph, model, out_dir, hls, partition, force=options.force, progress=advance,
+                                            tb_samples=options.tb_samples or TB_SAMPLES_PER_KERNEL)
+    return CompileResult(Path(model), prj, graph, hls, partition, time.perf_counter() - t0)
+
+
+def _partition(graph: Graph, options: CompileOptions, observer: Observer) -> Partition | None:
+    """The partition ``options`` ask for (None: unpartitioned), each choice a notice."""
+    grid, part = options.grid, options.part
+    if grid == GRID_AUTO and options.onchip_budget is None:
+        with observer.stage(f"choosing a block grid for {part} (estimates)"):
+            grid = choose_grid(graph, part, options.io_type)
+        observer.notice(f"the unpartitioned design fits {part} (estimate): compiling without blocks" if grid is None
+                        else f"estimate: {'x'.join(map(str, grid))} blocks fit {part}")
+    if grid is None and options.onchip_budget is None:
+        return None
+    with observer.stage("planning the partition"):
+        partition = plan_partition(graph, grid, options.partition_mode, options.onchip_budget)
+        report = partition.report()
+    observer.notice(f"partition {'x'.join(map(str, partition.grid))} ({partition.mode}): cut after '{partition.cut}', "
+                    f"redundant compute {100 * report.redundant_fraction:.1f} %, halo {report.halo_bytes:,} bytes, "
+                    f"largest block {report.max_block_bytes:,} bytes")
+    return partition
+
+
+def compile_model(model: PathLike, out_dir: PathLike, options: CompileOptions = CompileOptions(),
+                  observer: Observer = SILENT) -> CompileResult:
+    """Compile ``model`` into a complete Vitis HLS project at ``out_dir``."""
+    t0 = time.perf_counter()
+    with observer.stage("reading and typing the model"):
+        graph = load_model(model, options.input_type)
+    if graph.softmax is not None:
+        observer.notice(f"notice: the trailing Softmax '{graph.softmax}' is not compiled; the design outputs its logits "
+                        "(exactly), which verify compares with the user's model")
+    result = write(graph, model, out_dir, options, _partition(graph, options, observer), observer)
+    return dataclasses.replace(result, seconds=time.perf_counter() - t0)
 
 
 def notices(project: PathLike) -> list[str]:
     """The compile's notices recorded in a project (a partitioned one: its kernels' and tail's)."""
-    m = read_manifest(project)
-    part = m.get("partition")
-    if not part:
-        return list(m.get("notices", []))
-    folders = [*part["kernels"].values(), *([part["tail"]] if part["tail"] else [])]
-    found = [n for f in folders for n in read_manifest(Path(project) / f).get("notices", [])]
+    m = Manifest.read(project)
+    if m.partition is None:
+        return list(m.notices)
+    found = [n for f in m.partition.folders() for n in Manifest.read(Path(project) / f).notices]
     return list(dict.fromkeys(found))
 
 
-def _simulation(project: PathLike, workers: int | None):
-    from .partition import default_workers
-    from .partition.project import open_sim
+def simulation(project: PathLike, workers: int | None = None):
+    """The C-simulation of a project (``build()``, ``run_codes``), partitioned or not."""
+    from .sim.partitioned import open_sim
 
-    return open_sim(project, workers or default_workers())
+    return open_sim(project, workers)
 
 
 def input_codes(project: PathLike, inputs: PathLike | np.ndarray, codes: bool = False) -> np.ndarray:
     """The design's input codes: real values (an array or a ``.npy``) through the model's
     input quantizer, or integer codes checked against the input type's range."""
-    manifest = read_manifest(project)
+    manifest = Manifest.read(project)
     what = "input" if isinstance(inputs, np.ndarray) else str(inputs)
     x = inputs if isinstance(inputs, np.ndarray) else read_array(inputs)
     if not codes:
-        return quantize_inputs(x, manifest, what)
-    if not np.issubdtype(x.dtype, np.integer):
-        raise InputDataError(f"{what}: --codes needs an integer array, got {x.dtype}")
-    lo, hi = manifest["input"]["range"]
-    if x.size and (x.min() < lo or x.max() > hi):
-        raise InputDataError(f"{what}: codes outside the input type's range [{lo}, {hi}]")
-    return x
+        return manifest.input_quant.quantize(x, manifest.input.shape, what)
+    return manifest.input.check_codes(x, what)
 
 
 def emulate(project: PathLike, inputs: PathLike | np.ndarray, *, codes: bool = False, workers: int | None = None,
-            progress: Callable[[int], None] | None = None, sim=None) -> np.ndarray:
+            observer: Observer = SILENT) -> np.ndarray:
     """The project's g++ C-simulation on ``inputs`` (partitioned projects: every block in
-    ``workers`` processes, then the tail).  Real-valued outputs, or codes with ``codes``."""
-    sim = sim or _simulation(project, workers)
+    ``workers`` processes, then the tail).  Real-valued outputs, or codes with ``codes``.
+    The observer sees the build (and its line) and the samples, or block runs, as they finish."""
+    sim = simulation(project, workers)
     x = input_codes(project, inputs, codes)
-    sim.build()
-    y = sim.run_codes(x, progress=progress)
-    return y if codes else real_outputs(sim.manifest["output"], y)
+    with observer.stage("building the C-simulation (g++)"):
+        sim.build()
+    if getattr(sim, "last_build", None) is not None:
+        observer.notice(sim.last_build.line())
+    total = sim.progress_total(len(x))
+    label, unit = ("emulating", "samples") if total == len(x) else (f"emulating {len(x)} samples as blocks", "blocks")
+    with observer.progress(label, total, unit) as advance:
+        y = sim.run_codes(x, progress=advance)
+    return y if codes else sim.manifest.output.real(y)
 
 
-def progress_total(project: PathLike, n_samples: int, sim=None) -> int:
-    """What :func:`emulate` reports progress in for ``n_samples`` (samples, or block runs)."""
-    sim = sim or _simulation(project, None)
-    return sim.progress_total(n_samples) if hasattr(sim, "progress_total") else n_samples
+def verify_project(model: PathLike, project: PathLike, options: VerifyOptions = VerifyOptions(),
+                   observer: Observer = SILENT) -> VerifyReport:
+    """The project's C-simulation against the exact reference of ``model`` and the reference
+    against ``model`` itself run by an independent executor, on every output
+    (:attr:`~.verdict.VerifyReport.passed`, its :meth:`~.verdict.VerifyReport.verdict`)."""
+    from .verify import verify
+
+    return verify(model, project, options, observer)
 
 
-def verify_project(model: PathLike, project: PathLike, *, samples: int = 1000, seed: int = 0,
-                   data: PathLike | None = None, user_samples: int = 100, expected: PathLike | None = None,
-                   progress: Callable[[int], None] | None = None, require_independent: bool = False,
-                   oracle: Callable[[np.ndarray], np.ndarray] | None = None, oracle_name: str | None = None,
-                   progress_total: Callable[[int], None] | None = None) -> VerifyReport:
-    """The project's C-simulation against the exact reference of ``model`` on ``samples``
-    random full-range inputs (and the real inputs of ``data``), and the exact reference
-    against ``model`` itself run by an independent executor: every output compared
-    (``VerifyReport.passed``).  Recurrent cells have no ONNX executor: ``oracle`` (real inputs
-    -> real outputs, e.g. brevitas' forward of the trained module) is theirs on every sample,
-    or ``expected`` (the framework's outputs on ``data``) on the real inputs."""
-    return verify(model, project, samples=samples, seed=seed, data=data, user_samples=user_samples, progress=progress,
-                  expected=expected, require_independent=require_independent, oracle=oracle, oracle_name=oracle_name,
-                  progress_total=progress_total)
-
-
-def simulation(project: PathLike, workers: int | None = None):
-    """The C-simulation of a project (``build()``, ``run_codes``), partitioned or not."""
-    return _simulation(project, workers)
-
-
-__all__ = ["CompileResult", "REGISTER_UTILIZATION", "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "TB_VALUES", "VerifyReport", "choose_grid", "compile_model", "notices",
-           "default_tb_samples", "emulate", "hls_options", "input_codes", "real_outputs", "layer_table", "load_model", "plan_partition", "progress_total", "read_manifest",
-           "simulation", "verify_project", "write"]
+__all__ = ["CompileOptions", "CompileResult", "GRID_AUTO", "Manifest", "Oracle", "REGISTER_UTILIZATION", "REUSE_AUTO",
+           "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "TB_VALUES", "VerifyOptions", "VerifyReport", "choose_grid",
+           "compile_model", "default_tb_samples", "emulate", "hls_options", "input_codes", "layer_table", "load_model",
+           "notices", "plan_partition", "simulation", "verify_project", "write"]

@@ -6,6 +6,16 @@ message on one line and exits with its ``exit_code`` (see docs/cli.md).
 
 from __future__ import annotations
 
+#: Characters of a third-party message kept in a one-line report.
+FIRST_LINE_CHARS = 200
+
+
+def first_line(exc: BaseException) -> str:
+    """``exc`` as one line for a report: its type and the first line of its message (at most
+    :data:`FIRST_LINE_CHARS` characters), or its type alone."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:FIRST_LINE_CHARS]}" if text else type(exc).__name__
+
 
 class TesseraError(Exception):
     """Base class: a failure with a one-line message and a process exit code."""
@@ -53,3 +63,7 @@ class DataError(TesseraError):
     """A data set could not be fetched or read."""
 
     exit_code = 9
+
+
+__all__ = ["DataError", "FIRST_LINE_CHARS", "InputDataError", "ModelLoadError", "ProjectError", "SimulationError",
+           "TesseraError", "ToolchainError", "UnsupportedModelError", "first_line"]

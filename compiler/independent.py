@@ -4,7 +4,7 @@ Tessera's reading of it.
 ``verify`` proves that the C-simulation computes what the exact reference computes; both
 come from the IR the frontend builds.  This module closes the loop to the model itself: the
 user's original file runs in ONNX's own reference evaluator (``onnx.reference``), with
-qonnx's functions for the QONNX custom ops (``Quant``, ``BipolarQuant``, ``Trunc``,
+qonnx's functions for the QONNX custom ops (``Quant`` / ``IntQuant``, ``BipolarQuant``, ``Trunc``,
 ``MultiThreshold``), in float64 (initializers, inputs and every float tensor upcast), and its
 output must equal the exact reference's on every sample.
 
@@ -21,13 +21,15 @@ counted and listed, never silently accepted; every other difference fails ``veri
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from .errors import first_line
 from .reference.interpret import run_ir
+from .verdict import Difference, Execution, IndependentReport, NodeDifference, UndecidableSample
 
 #: A Quant's pre-rounding value this close (relative) to a rounding boundary of its mode is
 #: one float64 may misplace: it rounds each division or transcendental once (2**-53
@@ -76,10 +78,55 @@ def qonnx_ops() -> list[type]:
         y = multithreshold(x, thresholds, out_scale, out_bias, channels_last=_text(data_layout).endswith("C"))
         return (np.asarray(y, dtype=x.dtype),)
 
-    runs = {"Quant": run_quant, "BipolarQuant": run_bipolar, "Trunc": run_trunc, "MultiThreshold": run_multithreshold}
+    runs = {"Quant": run_quant, "IntQuant": run_quant, "BipolarQuant": run_bipolar, "Trunc": run_trunc,
+            "MultiThreshold": run_multithreshold}
     return [type(op, (OpRun,), {"op_domain": domain, "_run": fn, "__module__": __name__})
             for domain in QONNX_DOMAINS for op, fn in runs.items()] + [_inference_batchnorm(OpRun), _global_max_pool(OpRun),
-                                                                  _max_pool(OpRun)]
+                                                                  _max_pool(OpRun), *_linear_quantizers(OpRun)]
+
+
+def _linear_quantizers(base: type) -> list[type]:
+    """ONNX QuantizeLinear and DequantizeLinear on integer codes as the spec writes them, at
+    every opset from 10: ``saturate(round_half_even(x / y_scale) + y_zero_point)`` and
+    ``(x - x_zero_point) * x_scale``, per tensor, per axis or per block (onnx's own
+    ``reshape_input``), in float64.  onnx's reference evaluator (1.x) has no DequantizeLinear
+    below opset 19 (``No implementation for operator 'DequantizeLinear' domain '' and version
+    14``), turns codes into float32 first and quotients into int32."""
+    from onnx.helper import np_dtype_to_tensor_dtype, tensor_dtype_to_np_dtype
+    from onnx.reference.ops._quant_utils import reshape_input
+
+    ranges = {TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127), TensorProto.UINT16: (0, 65535),
+              TensorProto.INT16: (-32768, 32767), TensorProto.UINT4: (0, 15), TensorProto.INT4: (-8, 7),
+              TensorProto.UINT2: (0, 3), TensorProto.INT2: (-2, 1)}
+
+    def codes_of(dtype: int) -> tuple[int, int]:
+        if dtype not in ranges:
+            raise ValueError(f"codes of type {TensorProto.DataType.Name(dtype)}: only integer codes are run in float64")
+        return ranges[dtype]
+
+    def quantize(self, x, y_scale, y_zero_point=None, axis=1, saturate=1, block_size=0, output_dtype=0, precision=0):
+        if precision:
+            raise ValueError(f"QuantizeLinear with precision={precision} is not run in float64")
+        dtype = np_dtype_to_tensor_dtype(y_zero_point.dtype) if y_zero_point is not None else \
+            (output_dtype or TensorProto.UINT8)
+        lo, hi = codes_of(dtype)
+        y = np.rint(x / reshape_input(y_scale, x.shape, axis, block_size or None))
+        if y_zero_point is not None:
+            y = y + reshape_input(y_zero_point.astype(np.float64), x.shape, axis, block_size or None)
+        return (np.clip(y, lo, hi).astype(tensor_dtype_to_np_dtype(dtype)),)
+
+    def dequantize(self, x, x_scale, x_zero_point=None, axis=1, block_size=0, output_dtype=0):
+        dtype = np_dtype_to_tensor_dtype(x.dtype)
+        if dtype != TensorProto.INT32:
+            codes_of(dtype)
+        y = x.astype(np.float64)
+        if x_zero_point is not None:
+            y = y - reshape_input(x_zero_point.astype(np.float64), x.shape, axis, block_size or None)
+        y = y * reshape_input(x_scale, x.shape, axis, block_size or None)
+        return (y.astype(tensor_dtype_to_np_dtype(output_dtype) if output_dtype else x_scale.dtype),)
+
+    return [type(op, (base,), {"op_domain": "", "_run": fn, "__module__": __name__})
+            for op, fn in (("QuantizeLinear", quantize), ("DequantizeLinear", dequantize))]
 
 
 def _inference_batchnorm(base: type) -> type:
@@ -181,11 +228,6 @@ def float64_model(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
-
-
 class IndependentExecutor:
     """The user's file in float64 in ONNX's reference evaluator: :meth:`run` gives its output
     for real-valued inputs, :meth:`run_all` every node's output too."""
@@ -218,7 +260,7 @@ class IndependentExecutor:
         try:
             return ReferenceEvaluator(m, new_ops=qonnx_ops())
         except Exception as exc:  # noqa: BLE001 - the user's file: one line
-            raise IndependentError(_first_line(exc)) from None
+            raise IndependentError(first_line(exc)) from None
 
     def _evaluate(self, session, names: list[str], x: np.ndarray) -> list[np.ndarray]:
         x = np.asarray(x, dtype=np.float64)
@@ -228,7 +270,7 @@ class IndependentExecutor:
         try:
             outs = [session.run(names, {self.input: c}) for c in chunks]
         except Exception as exc:  # noqa: BLE001
-            raise IndependentError(_first_line(exc)) from None
+            raise IndependentError(first_line(exc)) from None
         joined = []
         for k in range(len(names)):
             parts = [np.asarray(o[k], dtype=np.float64) for o in outs]
@@ -247,46 +289,13 @@ class IndependentExecutor:
         return dict(zip(names, self._evaluate(self._all, names, x)))
 
 
-@dataclass
-class IndependentReport:
-    """The independent check of one verify run."""
+@dataclass(frozen=True)
+class Diagnosis:
+    """One differing sample, diagnosed node by node: where it first differs (None: at no node
+    before the graph output), and whether that is a rounding float64 cannot decide."""
 
-    executor: str | None
-    samples: int = 0
-    outputs: int = 0
-    equal: int = 0
-    #: outputs that differ at a rounding float64 cannot decide (listed in ``undecidable``)
-    undecidable_outputs: int = 0
-    #: outputs that differ for any other reason: these fail verify
-    differing_outputs: int = 0
-    first_differences: list[dict] = field(default_factory=list)
-    undecidable: list[dict] = field(default_factory=list)
-    #: the first ONNX node whose output differs (node by node), on the first failing sample
-    first_differing_node: str | None = None
-    #: why there is no independent check (e.g. a recurrent cell no executor runs)
-    none: str | None = None
-    error: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.none is None and self.error is None and self.differing_outputs == 0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def line(self) -> str:
-        """verify's second-to-last line."""
-        if self.none is not None:
-            return f"independent check: none ({self.none})"
-        if self.error is not None:
-            return f"independent check: FAILED, the user's model could not be run: {self.error}"
-        if self.differing_outputs:
-            where = f"; first differing node: {self.first_differing_node}" if self.first_differing_node else ""
-            return (f"independent check: FAILED, {self.differing_outputs} of {self.outputs} outputs differ from "
-                    f"{self.executor}{where}")
-        tail = f"; {self.undecidable_outputs} differ at roundings float64 cannot decide (listed in the report)" \
-            if self.undecidable_outputs else ""
-        return f"independent check: {self.equal}/{self.outputs} outputs equal {self.executor}{tail}"
+    at: NodeDifference | None
+    undecidable: bool = False
 
 
 def _boundary_distance(v: np.ndarray, mode: str) -> np.ndarray:
@@ -298,11 +307,15 @@ def _boundary_distance(v: np.ndarray, mode: str) -> np.ndarray:
 
 
 def _quant_inputs(executor: IndependentExecutor, node: onnx.NodeProto, values: dict) -> tuple[np.ndarray, str] | None:
-    """(pre-rounding value x / scale + zero point, rounding mode) of a Quant node."""
-    if node.op_type != "Quant":
-        return None
+    """(pre-rounding value x / scale + zero point, rounding mode) of a Quant node, or of a
+    DequantizeLinear of a QuantizeLinear's codes (``x / y_scale``, rounded half to even; a
+    Clip of the codes between them)."""
     inits = {i.name: numpy_helper.to_array(i) for i in executor.model.graph.initializer}
     get = lambda n: values[n] if n in values else inits.get(n)  # noqa: E731
+    if node.op_type == "DequantizeLinear":
+        return _quantize_linear_input(executor, node, get)
+    if node.op_type not in ("Quant", "IntQuant"):
+        return None
     x, scale, zp = get(node.input[0]), get(node.input[1]), get(node.input[2])
     if x is None or scale is None or zp is None:
         return None
@@ -310,24 +323,40 @@ def _quant_inputs(executor: IndependentExecutor, node: onnx.NodeProto, values: d
     return np.asarray(x, dtype=np.float64) / scale + zp, mode
 
 
+def _quantize_linear_input(executor: IndependentExecutor, node: onnx.NodeProto, get) -> tuple[np.ndarray, str] | None:
+    """``x / y_scale`` of the QuantizeLinear whose codes (through Clips) a DequantizeLinear
+    reads, for one sample (no batch axis)."""
+    from onnx.reference.ops._quant_utils import reshape_input
+
+    producers = {o: n for n in executor.nodes for o in n.output}
+    q = producers.get(node.input[0])
+    while q is not None and q.op_type == "Clip":
+        q = producers.get(q.input[0])
+    if q is None or q.op_type != "QuantizeLinear" or get(q.input[0]) is None or get(q.input[1]) is None:
+        return None
+    x = np.asarray(get(q.input[0]), dtype=np.float64)[None]
+    axis = next((int(onnx.helper.get_attribute_value(a)) for a in q.attribute if a.name == "axis"), 1)
+    return (x / reshape_input(np.asarray(get(q.input[1]), dtype=np.float64), x.shape, axis))[0], "ROUND"
+
+
 def diagnose(executor: IndependentExecutor, graph, x: np.ndarray, exact_values: dict[str, np.ndarray]
-             ) -> list[tuple[str | None, bool, dict | None]]:
-    """Per sample of ``x``: (the first ONNX node whose output differs from the exact value of
-    the IR value it corresponds to, whether that difference is a rounding float64 cannot
-    decide, one listed element of it).  ``exact_values``: IR value -> exact real values."""
+             ) -> list[Diagnosis]:
+    """Per sample of ``x``: the first ONNX node whose output differs from the exact value of
+    the IR value it corresponds to, and whether that difference is a rounding float64 cannot
+    decide.  ``exact_values``: IR value -> exact real values."""
     values = executor.run_all(x)
     by_node = {v: k for k, v in graph.origin.items()}  # ONNX node name -> IR value
     out = []
     for i in range(len(x)):
-        found = (None, False, None)
+        found = Diagnosis(None)
         for node in executor.nodes:
             ir = by_node.get(node.name)
             if ir is None or ir not in exact_values or node.output[0] not in values:
                 continue
             theirs, ours = values[node.output[0]][i], exact_values[ir][i]
             if theirs.size != ours.size:
-                found = (node.name, False, {"node": node.name, "reason": f"shape {list(theirs.shape)} in the user's "
-                                            f"model, {list(ours.shape)} compiled"})
+                found = Diagnosis(NodeDifference(node.name, shape_mismatch=f"shape {list(theirs.shape)} in the user's "
+                                                 f"model, {list(ours.shape)} compiled"))
                 break
             differ = np.flatnonzero(theirs.reshape(-1) != ours.reshape(-1))
             if not differ.size:
@@ -339,10 +368,10 @@ def diagnose(executor: IndependentExecutor, graph, x: np.ndarray, exact_values: 
                 dist = _boundary_distance(np.asarray(v).reshape(-1)[differ], mode)
                 undecidable = bool(np.all(dist <= BOUNDARY_DISTANCE))
             e = int(differ[0])
-            found = (node.name, undecidable, {"node": node.name, "element": e, "exact": float(ours.reshape(-1)[e]),
-                                              "independent": float(theirs.reshape(-1)[e]),
-                                              **({"pre_rounding": float(np.asarray(pre[0]).reshape(-1)[e]),
-                                                  "rounding_mode": pre[1]} if pre is not None else {})})
+            found = Diagnosis(NodeDifference(
+                node.name, e, float(ours.reshape(-1)[e]), float(theirs.reshape(-1)[e]),
+                None if pre is None else float(np.asarray(pre[0]).reshape(-1)[e]), None if pre is None else pre[1]),
+                undecidable)
             break
         out.append(found)
     return out
@@ -354,7 +383,7 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
     reference's output codes ``ref``: every output equal, or proven undecidable in float64.
     ``unrunnable``: op types of the model no ONNX executor runs (no check then)."""
     if unrunnable:
-        return IndependentReport(None, none=f"no ONNX executor runs {', '.join(unrunnable)}")
+        return IndependentReport(None, Execution.NO_EXECUTOR, f"no ONNX executor runs {', '.join(unrunnable)}")
     rep = IndependentReport(EXECUTOR)
     n = len(codes)
     x = graph.input_real(codes)
@@ -362,7 +391,7 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
         executor = IndependentExecutor(model, softmax=graph.softmax is not None)
         theirs = executor.run(x).reshape(n, -1)
     except IndependentError as exc:
-        rep.error = str(exc)
+        rep.execution, rep.reason = Execution.FAILED_TO_RUN, str(exc)
         return rep
     ours = graph.real(graph.output, ref).reshape(n, -1)
     rep.samples, rep.outputs = n, int(ours.size)
@@ -378,8 +407,7 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
         rep.equal = int((~differ).sum())
         bad = np.flatnonzero(differ.any(axis=1))
         for s_, o_ in np.argwhere(differ)[:LISTED]:
-            rep.first_differences.append({"sample": int(s_), "output": int(o_), "exact": float(ours[s_, o_]),
-                                          "independent": float(theirs[s_, o_])})
+            rep.first_differences.append(Difference(int(s_), int(o_), float(ours[s_, o_]), float(theirs[s_, o_])))
     else:  # nothing to compare element by element: every output differs
         rep.differing_outputs = rep.outputs
         bad = np.arange(n)
@@ -388,16 +416,16 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
     diagnosed = bad[:DIAGNOSED]
     values = run_ir(graph, np.asarray(codes)[diagnosed], keep=set(graph.origin))
     exact = {v: graph.real(v, c) for v, c in values.items()}
-    for sample, (node, undecidable, detail) in zip(diagnosed, diagnose(executor, graph, x[diagnosed], exact)):
+    for sample, found in zip(diagnosed, diagnose(executor, graph, x[diagnosed], exact)):
         k = int(differ[sample].sum()) if same_shape else 0
-        if undecidable and same_shape:
+        if found.undecidable and same_shape:
             rep.undecidable_outputs += k
             if len(rep.undecidable) < LISTED:
-                rep.undecidable.append({"sample": int(sample), "outputs": k, **(detail or {})})
+                rep.undecidable.append(UndecidableSample(int(sample), k, found.at))
             continue
         rep.differing_outputs += k
-        if rep.first_differing_node is None and node is not None:
-            rep.first_differing_node = _describe(node, detail)
+        if rep.first_differing_node is None and found.at is not None:
+            rep.first_differing_node = found.at.describe()
     if same_shape:  # samples beyond the diagnosed ones are not proven undecidable
         rep.differing_outputs += int(differ[bad[DIAGNOSED:]].sum())
     if rep.differing_outputs and rep.first_differing_node is None:
@@ -407,13 +435,5 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
     return rep
 
 
-def _describe(node: str, detail: dict | None) -> str:
-    if detail and "reason" in detail:
-        return f"'{node}' ({detail['reason']})"
-    if detail:
-        return f"'{node}' (element {detail['element']}: exact {detail['exact']:.9g}, user's model {detail['independent']:.9g})"
-    return f"'{node}'"
-
-
-__all__ = ["BOUNDARY_DISTANCE", "EXECUTOR", "IndependentError", "IndependentExecutor", "IndependentReport", "diagnose",
+__all__ = ["BOUNDARY_DISTANCE", "Diagnosis", "EXECUTOR", "IndependentError", "IndependentExecutor", "diagnose",
            "float64_model", "independent_check", "qonnx_ops"]

@@ -1,9 +1,13 @@
-"""Input codes for verification: extremes first, then random codes over the whole type range."""
+"""Inputs: codes for verification (extremes first, then random codes over the whole type range),
+and the arrays users give in ``.npy`` files."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
+from .errors import InputDataError, first_line
 from .ir.types import TensorType
 
 
@@ -27,3 +31,16 @@ def sample_codes(t: TensorType, n: int, seed: int = 0) -> np.ndarray:
         choices = np.array([t.lo, 0, t.hi], dtype=np.int64)
         out[k : k + n_ext] = choices[rng.integers(0, 3, size=(n_ext, *t.shape))]
     return out
+
+
+def read_array(path: str | Path, what: str = "input array") -> np.ndarray:
+    """The array of a ``.npy`` file (no pickles), or one line naming the file."""
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputDataError(f"cannot read {what} {path}: {first_line(exc)}") from None
+    if not isinstance(x, np.ndarray):  # an .npz archive
+        raise InputDataError(f"cannot read {what} {path}: not a .npy array")
+    if not np.issubdtype(x.dtype, np.number):
+        raise InputDataError(f"{what} {path} holds {x.dtype} values, not numbers")
+    return x

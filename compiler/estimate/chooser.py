@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from ..ops import OPS, Trait
-from ..ops.work import Work
+from ..ops.base.cost import Work
 from ..partition import Plan, choose_cut, parse_grid, plan_overlapped, segment_output
 from .model import IO_TYPES, Design, LayerWork, estimate, layer_works
 from .parts import Part

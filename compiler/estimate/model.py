@@ -3,7 +3,7 @@ factors, io type, strategy and block grid, summed over the graph and checked aga
 
 Per layer with reuse factor R (docs/estimate.md has the sources):
 
-* multipliers ``n = ceil(mults / R) - zeros // R`` (hls4ml's ``multiplier_limit``, ops/work.py; a kernel
+* multipliers ``n = ceil(mults / R) - zeros // R`` (hls4ml's ``multiplier_limit``, ops/base/cost.py; a kernel
   with several ALLOCATION regions, the recurrent cells: the sum over its regions plus one per
   product outside them, ``Work.multipliers``), DSPs ``n x tiles``
   for wide products, LUTs ``n x (LUTs per product + accumulator bits)`` plus the
@@ -32,8 +32,8 @@ from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ir.types import TensorType
 from ..ops import OPS
-from ..ops.cellprog import Codebook
-from ..ops.work import LUT6_BITS, Memory, Work
+from ..ops.base.weights import Codebook
+from ..ops.base.cost import LUT6_BITS, Memory, Work
 from ..partition import Plan, choose_cut, plan_overlapped, required_spans
 from .parts import DSP_A_BITS, DSP_B_BITS, Part
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
 
 from ..errors import UnsupportedModelError
-from .recurrent import CONVLSTM_QUANTIZERS, GRU_QUANTIZERS, LSTM_QUANTIZERS
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,14 @@ class _Marker:
         return self.name
 
 
+#: The quantizers inside the recurrent cell ops (docs/rnn_export.md): each has a scale, zero
+#: point, bit width and signed / narrow / rounding_mode attributes or inputs.
+LSTM_QUANTIZERS = ("output", "cell_state", "input_acc", "forget_acc", "cell_acc", "output_acc", "input_sigmoid",
+                   "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh")
+GRU_QUANTIZERS = ("reset_acc", "update_acc", "new_acc", "reset_sigmoid", "update_sigmoid", "new_tanh", "output")
+CONVLSTM_QUANTIZERS = ("input_acc", "forget_acc", "cell_acc", "output_acc", "input_sigmoid", "forget_sigmoid",
+                       "cell_tanh", "output_sigmoid", "hidden_state_tanh", "cell_state", "output")
+
 MODELLED = _Marker("MODELLED")
 NO_EFFECT = _Marker("NO_EFFECT")
 ONES = Only(("ones",), "every dilation 1")
@@ -59,7 +67,7 @@ ONES = Only(("ones",), "every dilation 1")
 _POOL = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
          "ceil_mode": Only((0, None), "floor mode"), "dilations": ONES}  # None: opsets before 10 (floor)
 _CONV = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
-         "group": MODELLED, "dilations": ONES}
+         "group": MODELLED, "dilations": MODELLED}  # a dilated kernel: the dense kernel with zeros (handlers/linear.py)
 
 
 def _quantizer_attributes(names, suffixes) -> dict:
@@ -83,11 +91,12 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "Concat": {"axis": MODELLED},
     "Relu": {},
     "Clip": {"min": MODELLED, "max": MODELLED},
-    "Pad": {"mode": MODELLED, "pads": MODELLED, "value": MODELLED},  # a constant zero pad (frontend: on_Pad)  # opset 6-10 attributes; inputs from opset 11
+    "Pad": {"mode": MODELLED, "pads": MODELLED, "value": MODELLED},  # a constant zero pad (handlers/windows.py: pad); opset 6-10 attributes, inputs from opset 11
     "LeakyRelu": {"alpha": MODELLED},
+    "PRelu": {},
     "Sigmoid": {},
     "Tanh": {},
-    "AveragePool": {**_POOL, "ceil_mode": MODELLED, "count_include_pad": MODELLED},  # ceil: see on_AveragePool
+    "AveragePool": {**_POOL, "ceil_mode": MODELLED, "count_include_pad": MODELLED},  # ceil: see handlers/windows.py
     "GlobalAveragePool": {},
     "GlobalMaxPool": {},
     "MaxPool": {**_POOL, "ceil_mode": MODELLED, "storage_order": NO_EFFECT},  # it orders the Indices output, which is refused
@@ -108,8 +117,15 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
                  "value_string": Only((None,), "numeric constants"), "value_strings": Only((None,), "numeric constants")},
     # QONNX custom ops (qonnx's IntQuant / BipolarQuant attributes)
     "Quant": {"signed": MODELLED, "narrow": MODELLED, "rounding_mode": MODELLED},
+    "IntQuant": {"signed": MODELLED, "narrow": MODELLED, "rounding_mode": MODELLED},  # qonnx 1.0's name of Quant
     "BipolarQuant": {},
-    "Trunc": {"signed": MODELLED, "narrow": MODELLED, "rounding_mode": MODELLED},  # v2; see frontend/averages.py
+    # ONNX's linear quantizers on integer codes (handlers/qcdq.py); saturate acts on float8 codes only
+    "QuantizeLinear": {"axis": MODELLED, "saturate": NO_EFFECT, "output_dtype": MODELLED,
+                       "block_size": Only((0, None), "per tensor or per axis, no blocks"),
+                       "precision": Only((0, None), "the division in the scale's own type")},
+    "DequantizeLinear": {"axis": MODELLED, "block_size": Only((0, None), "per tensor or per axis, no blocks"),
+                         "output_dtype": Only((0, None), "the scale's type")},
+    "Trunc": {"signed": MODELLED, "narrow": MODELLED, "rounding_mode": MODELLED},  # v2; see handlers/quantizers.py
     # recurrent cells (docs/rnn_export.md): each quantizer's attributes, and the cell's own
     "QuantLSTMCell": {**_quantizer_attributes(LSTM_QUANTIZERS, ("signed", "narrow", "narrow_range", "rounding_mode")),
                       "batch_first": MODELLED, "reverse_input": MODELLED, "cifg": MODELLED},
@@ -125,6 +141,22 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
 def attribute_value(a: onnx.AttributeProto):
     v = onnx.helper.get_attribute_value(a)
     return v.decode() if isinstance(v, bytes) else v
+
+
+def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    """The value of the node's attribute ``name`` (strings decoded), ``default`` when absent."""
+    for a in node.attribute:
+        if a.name == name:
+            return attribute_value(a)
+    return default
+
+
+def required_attribute(node: onnx.NodeProto, name: str) -> Any:
+    """The value of an attribute the node must have, refused in one line when absent."""
+    value = attribute(node, name)
+    if value is None:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute {name} is missing")
+    return value
 
 
 def check_attributes(node: onnx.NodeProto, opset: int) -> None:
@@ -238,6 +270,7 @@ def ceil_mode_extra(spatial: tuple[int, ...], kernel: tuple[int, ...], strides: 
                  - spatial[i] - pads[i] - pads[n + i] for i in range(n))
 
 
-__all__ = ["ATTRIBUTES", "MODELLED", "NO_EFFECT", "Only", "attribute_value", "ceil_mode_extra", "check_attributes",
+__all__ = ["ATTRIBUTES", "CONVLSTM_QUANTIZERS", "GRU_QUANTIZERS", "LSTM_QUANTIZERS", "MODELLED", "NO_EFFECT", "Only",
+           "attribute", "attribute_value", "required_attribute", "ceil_mode_extra", "check_attributes",
            "explicit_pads",
            "nearest_sources", "schema_default"]

@@ -16,6 +16,14 @@ MIN_OPSET = 9
 #: Older exports name the QONNX custom-op domain differently (and often import no opset for it).
 LEGACY_DOMAINS = ("onnx.brevitas", "finn.custom_op.general")
 QONNX_DOMAIN = "qonnx.custom_op.general"
+#: Tessera's own custom ops (the GRU and ConvLSTM cells, docs/rnn_export.md).
+TESSERA_DOMAIN = "tessera.custom_op"
+#: The recurrent cell ops (docs/rnn_export.md): qonnx cannot infer their shapes, and no ONNX
+#: executor runs them.
+RECURRENT_OPS = frozenset({"QuantLSTMCell", "QuantGRUCell", "QuantConvLSTMCell"})
+#: The quantizers of a value (qonnx 1.0 names Quant also IntQuant; ONNX's QuantizeLinear): an
+#: op that needs one after it to be exact (an average, a table) fuses with it, a clip folds into it.
+QUANTIZERS = frozenset({"Quant", "IntQuant", "Trunc", "QuantizeLinear"})
 
 
 #: finn_datatype annotations of an input no Quant reads: the integer values it holds.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..writer import read_manifest
+from ..project import Manifest
 from .fifo import DEFAULT_SAMPLES, FifoReport, fifo_check
 from .lint import Finding, lint_view
 from .synth import SyntaxReport, synthesis_syntax, synthesis_view
@@ -58,10 +58,8 @@ class CheckReport:
 def project_folders(prj: str | Path) -> list[Path]:
     """The HLS projects inside ``prj``: itself, or a partitioned project's kernels and tail."""
     prj = Path(prj)
-    part = read_manifest(prj).get("partition")
-    if not part:
-        return [prj]
-    return [prj / k for k in dict.fromkeys(part["kernels"].values())] + ([prj / part["tail"]] if part["tail"] else [])
+    part = Manifest.read(prj).partition
+    return [prj] if part is None else [prj / folder for folder in part.folders()]
 
 
 def check_project(prj: str | Path, syntax: bool = True, lint: bool = True, fifo: bool = True,

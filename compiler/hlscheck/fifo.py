@@ -33,9 +33,10 @@ from pathlib import Path
 
 from ...hls_templates import path as template_path
 from ..errors import ProjectError
+from ..ops import IoType
+from ..project import Manifest
 from ..sim.aptypes import VIEW_FLAG, derive_view
 from ..sim.build import BASE_FLAGS, STACK_LIMIT, last_error_line, require_gxx
-from ..writer import read_manifest
 
 #: Where the check's sources and executable live inside the project.
 FIFO_DIR = ".csim/fifo"
@@ -118,11 +119,11 @@ def fifo_check(prj: str | Path, samples: int = DEFAULT_SAMPLES, depths: dict[str
     """Run the project's testbench on its first ``samples`` samples with bounded FIFOs and
     concurrent layers (see the module's docstring)."""
     prj = Path(prj).resolve()
-    manifest = read_manifest(prj)
-    if manifest["options"]["io_type"] != "io_stream":
+    options = Manifest.read(prj).options
+    if options.io_type != IoType.STREAM:
         return FifoReport(applicable=False, ok=True)
     t0 = time.perf_counter()
-    name = manifest["options"]["project_name"]
+    name = options.project_name
     work = prj / FIFO_DIR
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

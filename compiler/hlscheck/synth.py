@@ -17,11 +17,12 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from ...hls_templates import render
+from ...hls_templates import Fields, render
 from ..errors import ProjectError
 from ..sim.build import BASE_FLAGS, require_gxx
-from ..writer import read_manifest
+from ..project import Manifest
 from .weights import WeightArray, read_arrays, stand_ins
 
 #: The translation unit, inside the project (beside the C-simulation's own units).
@@ -44,16 +45,25 @@ class SyntaxReport:
         return f"synthesis branch does not compile: {self.errors[0] if self.errors else '(no message)'}"
 
 
+@dataclass(frozen=True)
+class SynthesisView(Fields):
+    """The unit `tessera check` compiles as Vitis HLS would: the project's firmware after the
+    weights file that stands in for its largest arrays."""
+
+    template: ClassVar[str] = "sim/tessera_synthesis_view.cpp.tpl"
+    project: str
+    weights: str
+
+
 def write_unit(prj: str | Path, arrays: list[WeightArray] | None = None) -> Path:
     """The synthesis translation unit of project ``prj`` (written, its path returned);
     ``arrays``: its weight arrays when the caller has read them."""
     prj = Path(prj)
-    name = read_manifest(prj)["options"]["project_name"]
+    name = Manifest.read(prj).options.project_name
     unit = prj / UNIT
     unit.parent.mkdir(exist_ok=True)
     (prj / WEIGHTS_UNIT).write_text(stand_ins(read_arrays(prj) if arrays is None else arrays))
-    unit.write_text(render("sim/tessera_synthesis_view.cpp.tpl", project=name,
-                           weights=Path(WEIGHTS_UNIT).name))
+    unit.write_text(render(SynthesisView(project=name, weights=Path(WEIGHTS_UNIT).name)))
     return unit
 
 
@@ -82,4 +92,5 @@ def synthesis_view(prj: str | Path, arrays: list[WeightArray] | None = None) -> 
     return res.stdout
 
 
-__all__ = ["FLAGS", "SyntaxReport", "UNIT", "WEIGHTS_UNIT", "synthesis_syntax", "synthesis_view", "write_unit"]
+__all__ = ["FLAGS", "SyntaxReport", "SynthesisView", "UNIT", "WEIGHTS_UNIT", "synthesis_syntax", "synthesis_view",
+           "write_unit"]

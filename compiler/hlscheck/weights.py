@@ -32,7 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from ..ir.types import FixedType
-from ..writer import read_manifest
+from ..project import Manifest
 
 #: Weight values the syntax pass compiles as written; larger projects get stand-ins.
 FULL_VALUES = 131_072
@@ -175,7 +175,7 @@ def scan_weights(prj: str | Path) -> tuple[WeightsReport, list[WeightArray]]:
     """Check every weight header of project ``prj`` (see the module's docstring); also the
     arrays parsed, for :func:`stand_ins`."""
     prj = Path(prj)
-    read_manifest(prj)  # a Tessera project, or one line saying it is not
+    Manifest.read(prj)  # a Tessera project, or one line saying it is not
     defines = prj / "firmware" / "defines.h"
     if not defines.is_file():
         return WeightsReport(findings=["firmware/defines.h is missing: the project's types are unknown"]), []

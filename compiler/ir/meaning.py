@@ -4,7 +4,7 @@ Most tensors hold fixed-point codes, real value ``code * 2**-frac`` (:class:`.ty
 A tensor quantized with a float scale, a zero point or as bipolar holds integer codes whose
 real value is ``(code - zero) * scale`` (:class:`CodeScale`, exact rationals, per tensor or
 per channel); the graph records it in ``Graph.scales``.  The graph input's quantizer on real
-data is :class:`InputMap` (an exact :class:`..ops.affine.Step` on float64 values, or the
+data is :class:`InputMap` (an exact :class:`..exact.requant.Step` on float64 values, or the
 integer values a ``finn_datatype`` annotation allows).
 """
 
@@ -15,8 +15,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..ops.affine import Step, float_thresholds
-from ..ops.rounding import Rounding
+from ..exact.requant import Step, float_thresholds
+from ..exact.rounding import Rounding
 
 
 def _text(v: Fraction) -> str:
@@ -38,6 +38,16 @@ class CodeScale:
     scale: tuple[Fraction, ...]
     zero: tuple[Fraction, ...]
     accumulator: bool = False
+
+    @property
+    def channels(self) -> int:
+        """1 where one scale and zero point hold for every element, else the channels of axis 0."""
+        return max(len(self.scale), len(self.zero))
+
+    def each(self) -> list[tuple[Fraction, Fraction]]:
+        """``(scale, zero)`` of every channel."""
+        return [(self.scale[c if len(self.scale) > 1 else 0], self.zero[c if len(self.zero) > 1 else 0])
+                for c in range(self.channels)]
 
     def _broadcast(self, values: tuple[Fraction, ...], shape: tuple[int, ...]) -> np.ndarray:
         v = np.array([float(x) for x in values], dtype=np.float64)
@@ -69,48 +79,72 @@ class InputMap:
     """Real input values -> the design's input codes.
 
     With ``step`` (the model's first Quant/BipolarQuant, float operations before it folded
-    in): ``code = step.exact(x)``.  Without: the input is typed by an annotation, the codes
-    are the values themselves and must be integers in ``[lo, hi]``."""
+    in): ``code = step.exact(x)``; with ``channel_steps`` instead (float operations per channel
+    before it, e.g. a mean / std normalization), the step of each channel of a sample's first
+    axis.  Without either: the input is typed by an annotation, the codes are the values
+    themselves and must be integers in ``[lo, hi]``."""
 
     step: Step | None
     lo: int
     hi: int
+    channel_steps: tuple[Step, ...] = ()
+
+    def _per_channel(self, values: np.ndarray, each) -> np.ndarray:
+        """``each(step, values)`` on every channel (axis 1 of ``(N, C, ...)``) with its own step."""
+        return np.stack([each(s, values[:, c]) for c, s in enumerate(self.channel_steps)], axis=1)
 
     def codes(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
+        if self.channel_steps:
+            return self._per_channel(x, _codes)
         if self.step is None:
             if np.any(x != np.round(x)) or np.any(x < self.lo) or np.any(x > self.hi):
                 raise ValueError(f"input values must be integers in [{self.lo}, {self.hi}] (the input's datatype)")
             return x.astype(np.int64)
-        t = float_thresholds(self.step)
-        return (self.step.qmin + np.searchsorted(t, x, side="right")).astype(np.int64)
+        return _codes(self.step, x)
 
     def centers(self, codes: np.ndarray) -> np.ndarray:
         """A real input per code, in the middle of the inputs that quantize to it (float64):
         what verify feeds the user's model for random codes."""
         c = np.asarray(codes, dtype=np.int64)
+        if self.channel_steps:
+            return self._per_channel(c, _centers)
         if self.step is None:
             return c.astype(np.float64)
-        t = float_thresholds(self.step)
-        width = float(1 / abs(self.step.slope))
-        edges = np.concatenate([[t[0] - width], t, [t[-1] + width]]) if len(t) else np.array([-width, width])
-        mid = (edges[:-1] + edges[1:]) / 2
-        return mid[c - self.step.qmin]
+        return _centers(self.step, c)
 
     def to_json(self) -> dict:
-        if self.step is None:
-            return {"lo": self.lo, "hi": self.hi}
-        s = self.step
-        return {"lo": self.lo, "hi": self.hi, "slope": _text(s.slope), "offset": _text(s.offset),
-                "rounding": s.rounding.value, "qmin": s.qmin, "qmax": s.qmax, "bipolar": s.bipolar}
+        d = {"lo": self.lo, "hi": self.hi}
+        if self.channel_steps:
+            d["channel_steps"] = [_step_json(s) for s in self.channel_steps]
+        return d if self.step is None else {**d, **_step_json(self.step)}
 
     @staticmethod
     def from_json(d: dict) -> "InputMap":
-        if "slope" not in d:
-            return InputMap(None, int(d["lo"]), int(d["hi"]))
-        step = Step(_frac(d["slope"]), _frac(d["offset"]), Rounding(d["rounding"]), int(d["qmin"]), int(d["qmax"]),
-                    bool(d["bipolar"]))
-        return InputMap(step, int(d["lo"]), int(d["hi"]))
+        channels = tuple(_step_of(s) for s in d.get("channel_steps", ()))
+        return InputMap(_step_of(d) if "slope" in d else None, int(d["lo"]), int(d["hi"]), channels)
+
+
+def _codes(step: Step, x: np.ndarray) -> np.ndarray:
+    return (step.qmin + np.searchsorted(float_thresholds(step), x, side="right")).astype(np.int64)
+
+
+def _centers(step: Step, codes: np.ndarray) -> np.ndarray:
+    t = float_thresholds(step)
+    width = float(1 / abs(step.slope))
+    edges = np.concatenate([[t[0] - width], t, [t[-1] + width]]) if len(t) else np.array([-width, width])
+    mid = (edges[:-1] + edges[1:]) / 2
+    return mid[codes - step.qmin]
+
+
+def _step_json(s: Step) -> dict:
+    return {"slope": _text(s.slope), "offset": _text(s.offset), "rounding": s.rounding.value, "qmin": s.qmin,
+            "qmax": s.qmax, "bipolar": s.bipolar}
+
+
+def _step_of(d: dict) -> Step:
+    return Step(_frac(d["slope"]), _frac(d["offset"]), Rounding(d["rounding"]), int(d["qmin"]), int(d["qmax"]),
+                bool(d["bipolar"]))
 
 
 __all__ = ["CodeScale", "InputMap"]

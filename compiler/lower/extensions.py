@@ -1,14 +1,18 @@
 """Tessera's hls4ml extension layers, registered through hls4ml's public extension API.
 
-Each op declares its extension layers (``OpDef.extensions``, :class:`~..ops.extension.Extension`):
-here every declaration becomes one hls4ml ``Layer`` subclass, a config and a function
-template rendered from the glue files beside its C++ header in ``hls_templates/<folder>/``
-(:func:`tessera.hls_templates.render`, which fails on a missing key), and the header as a
-backend source.  ``register()`` is idempotent and is called by the lowering before an hls4ml
-model is built.
+Each op declares its extension layers (``OpDef.extensions``, :class:`~..ops.base.extension.Extension`):
+here every declaration becomes one hls4ml ``Layer`` subclass (its attributes those its config
+fields name, ``ops/base/extension.py``), a config and a function template that fill the
+declaration's field dataclasses from the hls4ml layer and render them
+(:func:`tessera.hls_templates.render`, which fails on a missing or an unused key), and the
+header as a backend source.  ``register()`` is idempotent and is called by the lowering
+before an hls4ml model is built.
 """
 
 from __future__ import annotations
+
+from dataclasses import fields
+from numbers import Integral
 
 from hls4ml.backends import get_backend
 from hls4ml.backends.template import FunctionCallTemplate, LayerConfigTemplate
@@ -18,7 +22,7 @@ from hls4ml.model.layers import Layer, register_layer
 from ...hls_templates import path as template_path
 from ...hls_templates import render
 from ..ops import OPS
-from ..ops.extension import Extension
+from ..ops.base.extension import Computed, Extension, KernelCall, LayerConfig, MergeCall, Source
 
 BACKENDS = ("Vivado", "Vitis")
 #: Headers every kernel may include (hls_templates/common/).
@@ -30,14 +34,18 @@ def extensions() -> dict[str, Extension]:
     return {ext.layer: ext for op in OPS.values() for ext in op.extensions}
 
 
+#: hls4ml's value type of an attribute, by its config field's Python type
+VALUE_TYPES: dict[type, type] = {int: Integral, bool: bool, str: str}
+
+
 def layer_class(ext: Extension) -> type:
     """The hls4ml ``Layer`` subclass of one declaration."""
-    expected = [*(Attribute(a) for a in ext.attributes), *(Attribute(a, value_type=bool) for a in ext.flags),
-                *(Attribute(a, value_type=str) for a in ext.texts), *(WeightAttribute(w.name) for w in ext.weights),
-                *(TypeAttribute(w.name) for w in ext.weights), *(TypeAttribute(t) for t in ext.types)]
+    expected = [*(Attribute(name, value_type=VALUE_TYPES[kind]) for name, kind in ext.config_attributes()),
+                *(Attribute(a) for a in ext.attributes), *(WeightAttribute(w.name) for w in ext.weights),
+                *(TypeAttribute(w.name) for w in ext.weights), *(TypeAttribute(t) for t in ext.precisions())]
 
     def initialize(self):
-        for t in ext.types:  # hls4ml sets accum_t itself; any other precision attribute from the config
+        for t in ext.precisions():  # hls4ml sets accum_t itself; any other precision attribute from the config
             if t != "accum":
                 self._set_type_t(t)
         self.add_output_variable(list(ext.output_shape(self)))
@@ -47,18 +55,46 @@ def layer_class(ext: Extension) -> type:
     return type(ext.layer, (Layer,), {"__doc__": ext.doc, "_expected_attributes": expected, "initialize": initialize})
 
 
+def config_of(ext: Extension, node) -> LayerConfig:
+    """The config template's fields of the hls4ml layer ``node``."""
+    values = {}
+    for f in fields(ext.config):
+        source = ext.source(f)
+        if source is Source.COMPUTED:
+            values[f.name] = f.metadata[Computed].of_layer(node)
+        elif source is Source.WEIGHT_TYPE:
+            values[f.name] = node.get_weights(f.name[:-2]).type.name
+        elif source is Source.PRECISION:
+            values[f.name] = node.get_attr(f.name).name
+        else:
+            values[f.name] = node.get_attr(f.name)
+    return ext.config.build(values)
+
+
+def call_of(ext: Extension, node) -> KernelCall | MergeCall:
+    """The function template's fields of the hls4ml layer ``node``: its variables, config
+    and weight arrays."""
+    io = node.model.config.get_config_value("IOType")
+    out = node.get_output_variable()
+    values = {"form": "stream" if io == "io_stream" else "cl", "config": f"config{node.index}",
+              "output": out.name, "output_t": out.type.name}
+    inputs = [node.get_input_variable(name) for name in node.inputs]
+    if issubclass(ext.call, MergeCall):
+        for i, var in enumerate(inputs, start=1):
+            values[f"input{i}"], values[f"input{i}_t"] = var.name, var.type.name
+    else:
+        values["input"], values["input_t"] = inputs[0].name, inputs[0].type.name
+    values.update({w.name: node.get_weights(w.name).name for w in ext.weights})
+    return ext.call.build(values)
+
+
 def _config_template(ext: Extension, layer: type):
     class ConfigTemplate(LayerConfigTemplate):
         def __init__(self):
             super().__init__(layer)
 
         def format(self, node):
-            params = {k: node.get_attr(k) for k in ext.config_keys}
-            params = {k: str(v).lower() if isinstance(v, bool) else v for k, v in params.items()}
-            params.update(index=node.index, reuse=node.get_attr("reuse_factor", 1))
-            if ext.config_types is not None:
-                params.update(ext.config_types(node))
-            return render(f"{ext.folder}/{ext.prefix}config.tpl", **params)
+            return render(config_of(ext, node))
 
     ConfigTemplate.__name__ = f"{ext.layer}ConfigTemplate"
     return ConfigTemplate
@@ -70,20 +106,7 @@ def _function_template(ext: Extension, layer: type):
             super().__init__(layer, include_header=[f"nnet_utils/{ext.header}"])
 
         def format(self, node):
-            params = self._default_function_params(node)
-            io = node.model.config.get_config_value("IOType")
-            params["form"] = "stream" if io == "io_stream" else "cl"
-            for w in ext.weights:
-                params[w.key] = node.get_weights(w.name).name
-            keys = ["form", "output_t", "config", "output"] + [w.key for w in ext.weights]
-            if ext.n_inputs == 1:
-                keys += ["input_t", "input"]
-            else:
-                for i, name in enumerate(node.inputs, start=1):
-                    var = node.get_input_variable(name)
-                    params[f"input{i}"], params[f"input{i}_t"] = var.name, var.type.name
-                    keys += [f"input{i}", f"input{i}_t"]
-            return render(f"{ext.folder}/{ext.prefix}function.tpl", **{k: params[k] for k in keys}).strip()
+            return render(call_of(ext, node)).strip()
 
     FunctionTemplate.__name__ = f"{ext.layer}FunctionTemplate"
     return FunctionTemplate
@@ -116,4 +139,4 @@ def register() -> None:
     _registered = True
 
 
-__all__ = ["BACKENDS", "COMMON_HEADERS", "extensions", "layer_class", "register"]
+__all__ = ["BACKENDS", "COMMON_HEADERS", "VALUE_TYPES", "call_of", "config_of", "extensions", "layer_class", "register"]

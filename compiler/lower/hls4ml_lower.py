@@ -108,17 +108,19 @@ class HlsLowering:
         name = f"l{len(self.layers)}_{node.op}"
         layer = dict(layer, name=name, inputs=[self.layer_of[v] for v in node.inputs])
         out = self.graph.values[node.output]
-        if layout == Layout.CHANNELS:
-            self.perm[node.output] = channels_last_perm(out.shape)
-        elif layout == Layout.FLAT:
-            self.perm[node.output] = np.arange(out.size)
-        elif layout == Layout.SEQUENCE:
-            self.perm[node.output] = sequence_perm(out.shape) if len(out.shape) == 4 else np.arange(out.size)
-        else:
-            self.perm[node.output] = self.perm[node.inputs[0]]
+        self.perm[node.output] = self.perm[node.inputs[0]] if layout == Layout.SAME else self.layout_perm(out.shape, layout)
         self.layers.append(layer)
         self.precisions[name] = {"Precision": precision, "ReuseFactor": self.opts.layer_reuse.get(node.name, self.opts.reuse)}
         self.layer_of[node.output] = name
+
+    @staticmethod
+    def layout_perm(shape: tuple[int, ...], layout: Layout) -> np.ndarray:
+        """The index map of a value of ``shape`` stored in ``layout`` (not ``SAME``)."""
+        if layout == Layout.CHANNELS:
+            return channels_last_perm(shape)
+        if layout == Layout.SEQUENCE and len(shape) == 4:
+            return sequence_perm(shape)
+        return np.arange(int(np.prod(shape)))
 
     def alias(self, node: Node, perm: np.ndarray) -> None:
         """A layout-only op: its output is its input's hls4ml tensor with another index map."""
@@ -146,17 +148,14 @@ class HlsLowering:
         hls_shape(self.graph.values[self.graph.output].shape)
 
     def reaches_window(self, value: str) -> bool:
-        """Whether ``value`` feeds a window op (through elementwise ops)."""
-        while True:
-            users = self.graph.consumers(value)
-            if len(users) != 1:
-                return False
-            traits = OPS[users[0].op].traits
-            if Trait.WINDOW in traits:
+        """Whether ``value`` feeds a window or scatter op (through elementwise ops) on any of its
+        paths: a (C, W) input that fans out to a Conv1D and another layer is stored as the
+        Conv1D reads it (the other layers read any layout through the index map)."""
+        for user in self.graph.consumers(value):
+            traits = OPS[user.op].traits
+            if traits & {Trait.WINDOW, Trait.SCATTER} or (Trait.ELEMENTWISE in traits and self.reaches_window(user.output)):
                 return True
-            if Trait.ELEMENTWISE not in traits:
-                return False
-            value = users[0].output
+        return False
 
     def input_layout(self) -> Layout:
         """SEQUENCE when the input feeds a sequence op (through elementwise ops), so that a

@@ -8,7 +8,7 @@ see :mod:`.base` for the contract and docs/architecture.md for how to add an op.
 from __future__ import annotations
 
 from . import (avgpool, conv, convlstm, convtranspose, crop, dense, depthtospace, flatten, globalavgpool, gru, leakyrelu,
-               lstm, lut, maxpool, merge, quant, relu, rescale, transpose, upsample)
+               lstm, lut, maximum, maxpool, merge, quant, relu, rescale, transpose, upsample)
 from .base import IoType, Layout, OpDef, Trait
 
 OPS: dict[str, OpDef] = {
@@ -33,6 +33,7 @@ OPS: dict[str, OpDef] = {
     transpose.OP.name: transpose.OP,
     rescale.OP.name: rescale.OP,
     depthtospace.OP.name: depthtospace.OP,
+    maximum.OP.name: maximum.OP,
 }
 
 __all__ = ["IoType", "Layout", "OPS", "OpDef", "Trait"]

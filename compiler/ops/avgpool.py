@@ -5,9 +5,9 @@ and ``n`` the divisor: the kernel volume (``count_include_pad=1``) or the number
 elements (``count_include_pad=0``).  ``n`` is generally not a power of two (CosmoFlow's
 3x3x3 windows: 27), so an average is not a fixed-point number; the compiler therefore fuses
 the pool with the ``Quant`` that follows it and rounds the exact rational ``S / n`` once,
-with the Quant's rounding mode (:func:`.rounding.div_round`).  The HLS kernel
+with the Quant's rounding mode (:func:`..exact.rounding.div_round`).  The HLS kernel
 (``hls_templates/avgpool``) sums exactly, then divides by the exact requantization
-primitive (:mod:`.affine`): for every divisor the window can have, a multiply-shift
+primitive (:mod:`..exact.requant`): for every divisor the window can have, a multiply-shift
 ``clamp((mult[n] * S + add[n]) >> shift)`` proven equal to ``R(S * 2**(fy - fx) / n)`` for
 every sum the input type allows (:func:`division`); only where no multiply-shift fits 64
 bits does it fall back to the integer division (``tessera_div_round`` of
@@ -22,19 +22,20 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType, bits_for_range
-from .affine import MultiplyShift, Step, multiply_shift
+from ..exact.requant import MultiplyShift, Step, multiply_shift
 from .base import Layout, OpDef, Trait, check_width
 from .conv import windows
-from .extension import DIMS, Weight
-from .maxpool import pool3d_extension, pool_work
+from .base.extension import DIMS, KernelCall, LayerConfig, Weight
+from .maxpool import Pool3dSizes, pool3d_extension, pool_work
 from .quant import Attrs as QuantAttrs
-from .rounding import div_round
-from .spans import window_span
+from ..exact.rounding import div_round
+from ..exact.spans import window_span
 
 
 @dataclass(frozen=True)
@@ -115,18 +116,50 @@ def division(attrs: Attrs, x: TensorType) -> dict[int, MultiplyShift] | None:
     return proven_divisions(attrs.out, x, min(k * x.lo, 0), max(k * x.hi, 0), divisors(attrs, x.shape[1:]).ravel())
 
 
+@dataclass(frozen=True)
+class AverageDivision(LayerConfig):
+    """What the config templates of the average pools share: the exact sum's division by the
+    count onto the Quant (multiply-shift or division form) and its types."""
+
+    num_shift: int
+    den_shift: int
+    rounding: str  # nnet::tessera_rounding's enumerator
+    qmin: int
+    qmax: int
+    sum_bits: int
+    out_bits: int
+    shift: int
+    form_code: int  # nnet::TESSERA_AVG_* (multiply-shift, division)
+    accum_t: str
+    prod_t: str
+    mult_t: str
+    add_t: str
+
+
+@dataclass(frozen=True)
+class AvgPool3dConfig(Pool3dSizes, AverageDivision):
+    template: ClassVar[str] = "avgpool/config.tpl"
+    pad_front: int
+    pad_top: int
+    pad_left: int
+    count_include_pad: bool
+    max_count: int
+
+
+@dataclass(frozen=True)
+class AvgPool3dCall(KernelCall):
+    template: ClassVar[str] = "avgpool/function.tpl"
+    mult: str
+    add: str
+
+
 class AvgPool(OpDef[Attrs]):
     name = "avgpool"
     traits = frozenset({Trait.WINDOW})
     extensions = (pool3d_extension(
         "TesseraAvgPool3D", "Average pooling fused with its Quant: exact window sum, one exact rational rounding.",
         "avgpool", "nnet_tessera_avgpool.h",
-        extra=("pad_front", "pad_top", "pad_left", "count_include_pad", "num_shift", "den_shift", "qmin", "qmax",
-               "sum_bits", "out_bits", "shift", "form_code", "max_count"),
-        texts=("rounding",), types=("accum", "prod"), weights=(Weight("mult", "m{index}", "m"), Weight("add", "a{index}", "a")),
-        config_types=lambda layer: {"accum_t": layer.get_attr("accum_t").name, "prod_t": layer.get_attr("prod_t").name,
-                                    "mult_t": layer.get_weights("mult").type.name,
-                                    "add_t": layer.get_weights("add").type.name}),)
+        AvgPool3dConfig, AvgPool3dCall, weights=(Weight("mult", "m{index}"), Weight("add", "a{index}"))),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -197,7 +230,8 @@ class AvgPool(OpDef[Attrs]):
             mult[count], add[count] = ms.mult, ms.add
         prod = max([ms.product_bits(sum_t.lo, sum_t.hi) for ms in (table or {}).values()] + [sum_t.ftype.width + 2])
         width = lambda v: max(int(abs(int(a))).bit_length() for a in v) + 1  # noqa: E731
-        layer = {"class_name": "TesseraAvgPool3D", "n_filt": x.shape[0], "count_include_pad": bool(attrs.count_include_pad),
+        layer = {"class_name": "TesseraAvgPool3D", "n_filt": x.shape[0], "spatial_dims": n,
+                 "count_include_pad": bool(attrs.count_include_pad),
                  "num_shift": up, "den_shift": down, "rounding": attrs.out.rounding.cpp,
                  "qmin": attrs.out.qmin, "qmax": attrs.out.qmax, "sum_bits": sum_t.ftype.width,
                  "out_bits": attrs.out.out.width, "max_count": k,

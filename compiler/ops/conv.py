@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import Layout, Trait, check_width, exact_einsum, limb_kernel
-from .extension import DIMS, Extension, Weight, attr_shape
-from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx,
+from ..exact.integer import exact_einsum
+from .base import Layout, Trait, check_width, limb_kernel
+from .base.extension import DIMS, Extension, KernelCall, LayerConfig, Weight, attr_shape, computed, layer_reuse
+from .base.linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx,
                      linear_acc_frac, linear_acc_range)
-from .spans import window_span
-from .work import line_buffer_2d, linear_work, multiplier_limit, padded, plane_buffer, prod, window_registers
+from ..exact.spans import window_span
+from .base.cost import line_buffer_2d, linear_work, multiplier_limit, padded, plane_buffer, prod, window_registers
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,37 +92,73 @@ def conv_products(layer) -> tuple[int, int]:
     return mults, int(np.count_nonzero(np.asarray(weights.data) == 0))
 
 
-def conv_config_types(products: Callable[[Any], tuple[int, int]]) -> Callable[[Any], dict]:
-    """The type names the 3D (transposed) convolution config templates take, and the
-    kernel's multiplier limit (its ALLOCATION pragma; the estimator's count, ops/work.py)
-    from ``products`` (the kernel's products per pipelined iteration and its zero ones)."""
-    def types(layer) -> dict:
+def conv_multiplier_limit(products: Callable[[Any], tuple[int, int]]) -> Callable[[Any], int]:
+    """The 3D (transposed) convolution kernel's multiplier limit (its ALLOCATION pragma; the
+    estimator's count, ops/base/cost.py) from ``products`` (the kernel's products per
+    pipelined iteration and its zero ones)."""
+    def limit(layer) -> int:
         mults, zeros = products(layer)
-        return {"accum_t": layer.get_attr("accum_t").name, "weight_t": layer.get_weights("weight").type.name,
-                "bias_t": layer.get_weights("bias").type.name, "n_zeros": zeros,
-                "multiplier_limit": multiplier_limit(mults, zeros, layer.get_attr("reuse_factor", 1))}
-    return types
+        return multiplier_limit(mults, zeros, layer_reuse(layer))
+    return limit
 
 
-def conv3d_extension(layer: str, doc: str, folder: str, header: str,
-                     products: Callable[[Any], tuple[int, int]] = conv_products) -> Extension:
+@dataclass(frozen=True)
+class Conv3dSizes(LayerConfig):
+    """What the config templates of the 3D convolution and transposed convolution share."""
+
+    in_depth: int
+    in_height: int
+    in_width: int
+    n_chan: int
+    out_depth: int
+    out_height: int
+    out_width: int
+    n_filt: int
+    filt_depth: int
+    filt_height: int
+    filt_width: int
+    stride_depth: int
+    stride_height: int
+    stride_width: int
+    pad_front: int
+    pad_top: int
+    pad_left: int
+    reuse_factor: int = computed(layer_reuse)
+    accum_t: str
+    weight_t: str
+    bias_t: str
+
+
+@dataclass(frozen=True)
+class Conv3dConfig(Conv3dSizes):
+    template: ClassVar[str] = "conv3d/config.tpl"
+    n_zeros: int = computed(lambda layer: conv_products(layer)[1])
+    multiplier_limit: int = computed(conv_multiplier_limit(conv_products))
+
+
+@dataclass(frozen=True)
+class Conv3dCall(KernelCall):
+    template: ClassVar[str] = "conv3d/function.tpl"
+    weight: str
+    bias: str
+
+
+def conv3d_extension(layer: str, doc: str, folder: str, header: str, config: type[Conv3dSizes],
+                     call: type[Conv3dCall]) -> Extension:
     """The extension layer of a 3D (transposed) convolution, channels-last; attributes
     mirror hls4ml's Conv2D plus depth."""
-    sizes = tuple(f"{p}_{d}" for p in ("in", "out", "filt", "stride") for d in DIMS)
     return Extension(
-        layer, doc, folder, header,
-        config_keys=sizes + ("n_chan", "n_filt", "pad_front", "pad_top", "pad_left"),
+        layer, doc, folder, header, config=config, call=call,
         output_shape=attr_shape(*(f"out_{d}" for d in DIMS), last="n_filt"),
-        attributes=sizes + ("n_chan", "n_filt", "pad_front", "pad_back", "pad_top", "pad_bottom", "pad_left", "pad_right"),
-        weights=(Weight("weight", "w{index}", "w"), Weight("bias", "b{index}", "b")),
-        types=("accum",), config_types=conv_config_types(products))
+        attributes=("pad_back", "pad_bottom", "pad_right"),
+        weights=(Weight("weight", "w{index}"), Weight("bias", "b{index}")))
 
 
 class Conv(LinearOp[Attrs]):
     name = "conv"
     traits = LinearOp.traits | {Trait.WINDOW}
     extensions = (conv3d_extension("TesseraConv3D", "3D convolution, channels-last.", "conv3d",
-                                   "nnet_tessera_conv3d.h"),)
+                                   "nnet_tessera_conv3d.h", Conv3dConfig, Conv3dCall),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -158,12 +195,13 @@ class Conv(LinearOp[Attrs]):
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         x = ins[0]
         # one ConvInteger per 7-bit weight limb (also weights wider than 8 bits, e.g.
-        # per-channel scales moved onto one grid), recombined in int64: exact
+        # per-channel scales moved onto one grid) and per 7-bit digit of wider inputs,
+        # recombined in int64: exact
         acc = limb_kernel(builder, "ConvInteger", xs[0], x, attrs.weight, out_axis=0, pads=list(attrs.pads),
                           strides=list(attrs.strides), group=attrs.group)
         if acc is None:
             raise UnsupportedModelError(
-                f"Conv with {x.ftype.width}-bit inputs: the exact reference supports inputs up to 8 bits (ConvInteger)"
+                f"Conv with {x.ftype.width}-bit inputs: an int32 sum of the exact reference's ConvInteger could overflow"
             )
         return finish_acc_onnx(builder, acc, out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
                                _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))

@@ -9,7 +9,7 @@ step of the last cell, ``(T', Hc, H, W)``.
 
 One step is the LSTM step of :mod:`.lstm` with every matrix product replaced by a 2D
 'same' convolution (stride 1, zero padding ``k // 2``); it is the same code
-(:func:`.lstm.gate_acc`, :func:`.lstm.gated_state`) on :mod:`.cellprog`'s back ends.
+(:func:`.lstm.gate_acc`, :func:`.lstm.gated_state`) on :mod:`.cells.program`'s back ends.
 Lowered to ``TesseraConvLSTM`` / ``TesseraConvLSTMForecaster`` (``hls_templates/rnn``): the
 encoder (and forecaster) cells as nested ``enc`` / ``fc`` structs of one config.
 """
@@ -23,10 +23,13 @@ import numpy as np
 from ...hls_templates import render
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from . import cellprog as cp
+from .cells import program as cp
 from .base import Layout
-from .cellhls import (check_biases, check_table_inputs, cint, codebook, frames_extension, int_precision, recurrent_work,
-                      unit_major)
+from .base.extension import Extension, out_shape_attr
+from .cells.hardware import (cell_weights, check_biases, check_table_inputs, cint, codebook, int_precision, recurrent_work,
+                             unit_major)
+from .cells.kernel import (ConvLstmCall, ConvLstmCellStruct, ConvLstmConfig, ConvLstmForecasterCall,
+                           ConvLstmForecasterConfig)
 from .lstm import GATES, Gate, gate_acc, gated_state, lstm_body
 from .quant import Attrs as QuantAttrs
 
@@ -85,10 +88,13 @@ class ConvLstm(cp.CellOp[Attrs]):
     name = "convlstm"
     carries_scales = True
     extensions = (
-        frames_extension("TesseraConvLSTM", "convlstm_", ENCODER_WEIGHTS,
-                         "ConvLSTM encoder over a frame sequence (channels-last frames)."),
-        frames_extension("TesseraConvLSTMForecaster", "convlstm_fc_", FORECASTER_WEIGHTS,
-                         "ConvLSTM encoder, then a forecaster cell without input from the encoder's states."),
+        Extension("TesseraConvLSTM", "ConvLSTM encoder over a frame sequence (channels-last frames).", "rnn",
+                  "nnet_tessera_convlstm.h", config=ConvLstmConfig, call=ConvLstmCall, output_shape=out_shape_attr,
+                  attributes=("enc_products",), weights=cell_weights(ENCODER_WEIGHTS)),
+        Extension("TesseraConvLSTMForecaster", "ConvLSTM encoder, then a forecaster cell without input from the "
+                  "encoder's states.", "rnn", "nnet_tessera_convlstm.h", config=ConvLstmForecasterConfig,
+                  call=ConvLstmForecasterCall, output_shape=out_shape_attr, attributes=("enc_products", "fc_products"),
+                  weights=cell_weights(FORECASTER_WEIGHTS)),
     )
 
     def cells(self, a: Attrs) -> list:
@@ -195,19 +201,17 @@ class ConvLstm(cp.CellOp[Attrs]):
             arrays[f"{name}_wh"], precisions[f"{name}_wh"] = unit_major(stored[-4:]), wprec
             for key, v in (("b", bias), ("gate_table", table), ("cell_table", ctable)):
                 arrays[f"{name}_{key}"], precisions[f"{name}_{key}"] = v, int_precision(int(v.min()), int(v.max()))
-            blocks.append(render("rnn/convlstm_cell.tpl", name=name, has_input=str(has_input).lower(), wkind=kind.cpp,
-                                 wx_t=f"{name}_wx_t" if has_input else "ap_int<2>", body=body))
-        hand = {"sh_handover_h": 0, "sh_handover_c": 0}
-        if a.forecaster is not None:
-            hand = {"sh_handover_h": a.encoder.out.out.frac - a.forecaster.out.out.frac,
-                    "sh_handover_c": a.encoder.cell.out.frac - a.forecaster.cell.out.frac}
+            blocks.append(render(ConvLstmCellStruct(name=name, has_input=has_input, weight_kind=kind,
+                                                    wx_t=f"{name}_wx_t" if has_input else "ap_int<2>", cell=body)))
         t, c, hh, ww = x.shape
         layer = {"class_name": self.extensions[1 if a.forecaster else 0].layer,
                  "n_steps": t, "n_in": c, "n_hidden": a.encoder.hidden, "height": hh, "width": ww,
                  "kernel": a.encoder.kernel, "steps_out": a.steps_out, **self.weight_products(a, x),
-                 "out_shape": [out.shape[0], hh, ww, out.shape[1]],
-                 "body": f"    typedef {cint(x.ftype)} x_t;\n" + "\n".join(f"    static const int {k} = {v};" for k, v in hand.items())
-                 + "\n" + "\n".join(blocks)}
+                 "out_shape": [out.shape[0], hh, ww, out.shape[1]], "input_code_type": cint(x.ftype),
+                 "cells": "\n".join(blocks)}
+        if a.forecaster is not None:
+            layer.update(handover_hidden_shift=a.encoder.out.out.frac - a.forecaster.out.out.frac,
+                         handover_cell_shift=a.encoder.cell.out.frac - a.forecaster.cell.out.frac)
         for k, v in arrays.items():
             layer[f"{k}_data"] = np.asarray(v, dtype=np.float64).reshape(-1)
         hls.add_layer(node, layer, {"result": out.ftype.hls(), **precisions}, layout=Layout.SEQUENCE)

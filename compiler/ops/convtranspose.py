@@ -1,9 +1,12 @@
-"""Transposed convolution (ONNX ConvTranspose, groups 1, dilation 1), 2D or 3D.
+"""Transposed convolution (ONNX ConvTranspose, groups 1, dilation 1), 1D, 2D or 3D.
 
-``y[o, s*i + k - pad] += x[c, i] * w[c, o, k]``, then bias.  The accumulator range is the
-exact interval over every input, per output channel and per output phase (position modulo
-stride), from the actual weight codes.  Lowered for 3D to ``TesseraConvTranspose3D``
-(``hls_templates/convtranspose3d``).  onnxruntime has no integer ConvTranspose, so the
+``y[o, s*i + k - pad] += x[c, i] * w[c, o, k]``, then bias; ``output_padding`` adds that many
+positions at the end of an axis (ONNX: its output size is ``(in - 1) * s + k - pads +
+output_padding``), the ones no input reaches holding the bias alone.  The accumulator range is
+the exact interval over every input, per output channel and per output phase (position modulo
+stride), from the actual weight codes.  hls4ml has no transposed convolution: every rank
+lowers to ``TesseraConvTranspose3D`` (``hls_templates/convtranspose3d``; 1D and 2D with unit
+leading axes), whose gather form computes each output position from the taps that reach it.  onnxruntime has no integer ConvTranspose, so the
 reference uses float32 ConvTranspose only after proving every partial sum is an integer
 below 2**24 (exact in float32); otherwise the model is refused.  A scatter op for the
 partitioner (a block computes its local output and crops it); the estimator costs the
@@ -16,18 +19,20 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import Layout, Trait, check_width, exact_einsum, interval_dot
-from .conv import conv3d_extension
-from .extension import DIMS
-from .linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx, linear_acc_frac,
+from ..exact.integer import exact_einsum, interval_dot
+from .base import Layout, Trait, check_width
+from .conv import Conv3dCall, Conv3dSizes, conv3d_extension, conv_multiplier_limit
+from .base.extension import DIMS, computed
+from .base.linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx, linear_acc_frac,
                      linear_acc_range)
-from .spans import transposed_input
-from .work import Memory, bits, linear_work, prod
+from ..exact.spans import transposed_input
+from .base.cost import Memory, bits, linear_work, prod
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,15 +43,22 @@ class Attrs:
     btype: FixedType | None
     strides: tuple[int, ...]
     pads: tuple[int, ...]  # begins then ends
+    output_padding: tuple[int, ...] = ()  # per spatial dim; () for none
 
     @property
     def ndim(self) -> int:
         return self.weight.ndim - 2
 
+    @property
+    def extra(self) -> tuple[int, ...]:
+        """The output padding of every spatial dim."""
+        return self.output_padding or (0,) * self.ndim
+
 
 def out_spatial(attrs: Attrs, spatial) -> tuple[int, ...]:
     n, k = attrs.ndim, attrs.weight.shape[2:]
-    return tuple((spatial[i] - 1) * attrs.strides[i] + k[i] - attrs.pads[i] - attrs.pads[n + i] for i in range(n))
+    return tuple((spatial[i] - 1) * attrs.strides[i] + k[i] - attrs.pads[i] - attrs.pads[n + i] + attrs.extra[i]
+                 for i in range(n))
 
 
 def _bias_aligned(attrs: Attrs, facc: int) -> np.ndarray:
@@ -76,11 +88,23 @@ def tconv_products(layer) -> tuple[int, int]:
     return prod(phase_taps(kernel, strides)) * layer.get_attr("n_chan") * layer.get_attr("n_filt"), 0
 
 
+@dataclass(frozen=True)
+class ConvTranspose3dConfig(Conv3dSizes):
+    template: ClassVar[str] = "convtranspose3d/config.tpl"
+    multiplier_limit: int = computed(conv_multiplier_limit(tconv_products))
+
+
+@dataclass(frozen=True)
+class ConvTranspose3dCall(Conv3dCall):
+    template: ClassVar[str] = "convtranspose3d/function.tpl"
+
+
 class ConvTranspose(LinearOp[Attrs]):
     name = "convtranspose"
     traits = LinearOp.traits | {Trait.SCATTER}
     extensions = (conv3d_extension("TesseraConvTranspose3D", "3D transposed convolution, channels-last.",
-                                   "convtranspose3d", "nnet_tessera_convtranspose3d.h", products=tconv_products),)
+                                   "convtranspose3d", "nnet_tessera_convtranspose3d.h", ConvTranspose3dConfig,
+                                   ConvTranspose3dCall),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -91,6 +115,9 @@ class ConvTranspose(LinearOp[Attrs]):
         sp = out_spatial(attrs, x.shape[1:])
         if min(sp) < 1:
             raise UnsupportedModelError(f"node '{node}': ConvTranspose output would be empty")
+        if len(attrs.extra) != attrs.ndim or any(not 0 <= e < max(s, 1) for e, s in zip(attrs.extra, attrs.strides)):
+            raise UnsupportedModelError(f"node '{node}': ConvTranspose output_padding {list(attrs.extra)} must be below "
+                                        f"the strides {list(attrs.strides)}")
         return check_width(TensorType.from_range((attrs.weight.shape[1], *sp), lo, hi, facc), node, "the accumulator")
 
     def semantics(self, attrs: Attrs, xs, ins, out):
@@ -102,7 +129,9 @@ class ConvTranspose(LinearOp[Attrs]):
             contrib = exact_einsum("nc...,co->no...", x, attrs.weight[(slice(None), slice(None)) + taps])
             idx = tuple(slice(taps[i], taps[i] + (x.shape[2 + i] - 1) * s[i] + 1, s[i]) for i in range(n))
             y[(slice(None), slice(None)) + idx] += contrib
-        crop = tuple(slice(attrs.pads[i], full[i] - attrs.pads[n + i]) for i in range(n))
+        # output_padding past the full output: positions no input reaches (0 before the bias)
+        y = np.pad(y, ((0, 0), (0, 0)) + tuple((0, max(attrs.extra[i] - attrs.pads[n + i], 0)) for i in range(n)))
+        crop = tuple(slice(attrs.pads[i], full[i] - attrs.pads[n + i] + attrs.extra[i]) for i in range(n))
         y = y[(slice(None), slice(None)) + crop]
         shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
         return (y << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)
@@ -118,25 +147,29 @@ class ConvTranspose(LinearOp[Attrs]):
                 f"ConvTranspose partial sums reach {bound}: not provably exact in float32 (the exact reference "
                 "needs them below 2**24)")
         acc = builder.op("ConvTranspose", [builder.op("Cast", [xs[0]], to="float"), builder.const(attrs.weight.astype(np.float32))],
-                   strides=list(attrs.strides), pads=list(attrs.pads))
+                   strides=list(attrs.strides), pads=list(attrs.pads), output_padding=list(attrs.extra))
         return finish_acc_onnx(builder, builder.op("Cast", [acc], to="int64"), out.ftype.frac - x.ftype.frac - attrs.wtype.frac,
                                _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * attrs.ndim))
 
     def lower(self, attrs: Attrs, hls, node, ins, out):
-        if attrs.ndim != 3:
-            raise UnsupportedModelError(f"node '{node.name}': only 3D ConvTranspose has an HLS kernel")
-        x = ins[0]
+        x, n = ins[0], attrs.ndim
+        lead = 3 - n  # 1D / 2D as unit leading axes of the 3D kernel
+        if not np.array_equal(hls.flat_perm(node.inputs[0]), np.moveaxis(np.arange(x.size).reshape(x.shape), 0, -1).ravel()):
+            raise UnsupportedModelError(f"node '{node.name}': ConvTranspose of a tensor that is not stored channels-last")
         bias, btype = bias_or_zeros(attrs, attrs.weight.shape[1], out)
-        w = attrs.weight.transpose(2, 3, 4, 0, 1)  # (kd, kh, kw, c_in, c_out)
+        weight = attrs.weight.reshape(attrs.weight.shape[:2] + (1,) * lead + attrs.weight.shape[2:])
+        w = weight.transpose(2, 3, 4, 0, 1)  # (kd, kh, kw, c_in, c_out)
         layer = {"class_name": "TesseraConvTranspose3D", "data_format": "channels_last",
                  "n_chan": attrs.weight.shape[0], "n_filt": attrs.weight.shape[1],
                  "weight_data": np.ldexp(w.astype(np.float64), -attrs.wtype.frac),
                  "bias_data": np.ldexp(bias.astype(np.float64), -btype.frac)}
-        for i, d in enumerate(("depth", "height", "width")):
-            layer[f"in_{d}"], layer[f"out_{d}"] = x.shape[1 + i], out.shape[1 + i]
-            layer[f"filt_{d}"], layer[f"stride_{d}"] = attrs.weight.shape[2 + i], attrs.strides[i]
-        layer.update(pad_front=attrs.pads[0], pad_top=attrs.pads[1], pad_left=attrs.pads[2],
-                     pad_back=attrs.pads[3], pad_bottom=attrs.pads[4], pad_right=attrs.pads[5])
+        grow = lambda v, one: (one,) * lead + tuple(v)  # noqa: E731
+        begins, ends = grow(attrs.pads[:n], 0), grow(attrs.pads[n:], 0)
+        for d, i_, o_, k_, s_ in zip(DIMS, grow(x.shape[1:], 1), grow(out.shape[1:], 1), weight.shape[2:],
+                                     grow(attrs.strides, 1)):
+            layer.update({f"in_{d}": i_, f"out_{d}": o_, f"filt_{d}": k_, f"stride_{d}": s_})
+        layer.update(pad_front=begins[0], pad_top=begins[1], pad_left=begins[2],
+                     pad_back=ends[0], pad_bottom=ends[1], pad_right=ends[2])
         hls.add_layer(node, layer, {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(),
                                    "result": out.ftype.hls()}, layout=Layout.CHANNELS)
 
@@ -169,6 +202,11 @@ class ConvTranspose(LinearOp[Attrs]):
 
     def with_pads(self, attrs: Attrs, pads):
         return dataclasses.replace(attrs, pads=tuple(pads))
+
+    def tiling_refusal(self, attrs: Attrs) -> str | None:
+        if any(attrs.extra):
+            return "a transposed convolution's output_padding adds positions no block's input reaches"
+        return None
 
     def spatial_stride(self, attrs: Attrs):
         return attrs.strides

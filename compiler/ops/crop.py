@@ -11,14 +11,15 @@ onnxruntime's ``Slice``; 3D (and 2D as depth 1) lowers to ``TesseraCrop3D``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import Layout, OpDef, Trait
-from .extension import DIMS, Extension, attr_shape
-from .work import Work, bits, prod
+from .base.extension import DIMS, Extension, KernelCall, LayerConfig, attr_shape, map_shape
+from .base.cost import Work, bits, prod
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,33 @@ class Attrs:
     sizes: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class CropConfig(LayerConfig):
+    template: ClassVar[str] = "crop/config.tpl"
+    in_depth: int
+    in_height: int
+    in_width: int
+    n_chan: int
+    start_depth: int
+    start_height: int
+    start_width: int
+    out_depth: int
+    out_height: int
+    out_width: int
+
+
+@dataclass(frozen=True)
+class CropCall(KernelCall):
+    template: ClassVar[str] = "crop/function.tpl"
+
+
 class Crop(OpDef[Attrs]):
     name = "crop"
     traits = frozenset({Trait.RANGE_EXACT, Trait.CODE_SELECT})
     extensions = (Extension(
         "TesseraCrop3D", "A box of a channels-last tensor (inserted by the spatial partitioner).", "crop",
-        "nnet_tessera_crop3d.h", config_keys=tuple(f"{p}_{d}" for p in ("in", "start", "out") for d in DIMS) + ("n_chan",),
-        output_shape=attr_shape(*(f"out_{d}" for d in DIMS), last="n_chan"),
-        attributes=tuple(f"{p}_{d}" for p in ("in", "start", "out") for d in DIMS) + ("n_chan",)),)
+        "nnet_tessera_crop3d.h", config=CropConfig, call=CropCall,
+        output_shape=map_shape(attr_shape(*(f"out_{d}" for d in DIMS)), "n_chan"), attributes=("spatial_dims",)),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -60,7 +80,7 @@ class Crop(OpDef[Attrs]):
         spatial = (1,) * (3 - n) + x.shape[1:]
         starts = (0,) * (3 - n) + attrs.starts
         sizes = (1,) * (3 - n) + attrs.sizes
-        layer = {"class_name": "TesseraCrop3D", "n_chan": x.shape[0]}
+        layer = {"class_name": "TesseraCrop3D", "n_chan": x.shape[0], "spatial_dims": n}
         for i, d in enumerate(DIMS):
             layer[f"in_{d}"], layer[f"start_{d}"], layer[f"out_{d}"] = spatial[i], starts[i], sizes[i]
         hls.add_layer(node, layer, {"result": out.ftype.hls()}, layout=Layout.CHANNELS)

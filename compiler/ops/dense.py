@@ -16,9 +16,10 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
-from .base import Layout, check_width, exact_einsum, limb_kernel
-from .linear import LinearOp, bias_aligned, bias_or_zeros, finish_acc_onnx, linear_acc_frac, linear_acc_range
-from .work import linear_work
+from ..exact.integer import exact_einsum
+from .base import Layout, check_width, limb_kernel
+from .base.linear import LinearOp, bias_aligned, bias_or_zeros, finish_acc_onnx, linear_acc_frac, linear_acc_range
+from .base.cost import linear_work
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,14 +11,15 @@ channels-last, both io types.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import Layout, OpDef, Trait
-from .extension import Extension
-from .work import Memory, Work, bits, prod
+from .base.extension import Extension, KernelCall, LayerConfig
+from .base.cost import Memory, Work, bits, prod
 
 
 @dataclass(frozen=True)
@@ -35,15 +36,29 @@ def _split(attrs: Attrs, c_in: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return (b, b, c), (0, 3, 4, 1, 5, 2)
 
 
+@dataclass(frozen=True)
+class DepthToSpaceConfig(LayerConfig):
+    template: ClassVar[str] = "depthtospace/config.tpl"
+    in_height: int
+    in_width: int
+    n_chan: int
+    block: int
+    crd: bool
+
+
+@dataclass(frozen=True)
+class DepthToSpaceCall(KernelCall):
+    template: ClassVar[str] = "depthtospace/function.tpl"
+
+
 class DepthToSpace(OpDef[Attrs]):
     name = "depthtospace"
     traits = frozenset({Trait.RANGE_EXACT, Trait.CODE_SELECT})
     extensions = (Extension(
         "TesseraDepthToSpace", "DepthToSpace / PixelShuffle: channel blocks moved onto the grid, channels-last.",
-        "depthtospace", "nnet_tessera_depth_to_space.h", config_keys=("in_height", "in_width", "n_chan", "block", "crd"),
+        "depthtospace", "nnet_tessera_depth_to_space.h", config=DepthToSpaceConfig, call=DepthToSpaceCall,
         output_shape=lambda layer: [layer.get_attr("in_height") * layer.get_attr("block"),
-                                    layer.get_attr("in_width") * layer.get_attr("block"), layer.get_attr("n_chan")],
-        attributes=("in_height", "in_width", "n_chan", "block", "crd")),)
+                                    layer.get_attr("in_width") * layer.get_attr("block"), layer.get_attr("n_chan")]),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -53,6 +68,11 @@ class DepthToSpace(OpDef[Attrs]):
         if b < 1 or x.shape[0] % (b * b):
             raise UnsupportedModelError(f"node '{node}': {x.shape[0]} channels are not a multiple of blocksize^2 = {b * b}")
         return TensorType((x.shape[0] // (b * b), x.shape[1] * b, x.shape[2] * b), x.ftype, x.lo, x.hi)
+
+    def carry_scale(self, attrs: Attrs, meaning, ins):
+        """One scale for every element moves with the codes; per-channel ones would be moved
+        apart from their channels."""
+        return meaning if meaning.channels == 1 else None
 
     def semantics(self, attrs: Attrs, xs, ins, out):
         x = np.asarray(xs[0])
@@ -70,7 +90,7 @@ class DepthToSpace(OpDef[Attrs]):
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         layer = {"class_name": "TesseraDepthToSpace", "in_height": x.shape[1], "in_width": x.shape[2],
-                 "n_chan": out.shape[0], "block": attrs.block, "crd": int(attrs.crd)}
+                 "n_chan": out.shape[0], "block": attrs.block, "crd": bool(attrs.crd)}
         hls.add_layer(node, layer, {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
 
     def cost(self, attrs: Attrs, ins, out, io):

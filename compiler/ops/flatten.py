@@ -6,12 +6,13 @@ next Dense reads its weight rows in that order (no data movement in hardware).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-
+from ..ir.meaning import CodeScale
 from ..ir.types import TensorType
 from .base import OpDef, Trait
-from .work import layout_work
+from .base.cost import layout_work
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,14 @@ class Flatten(OpDef[Attrs]):
 
     def semantics(self, attrs, xs, ins, out):
         return xs[0].reshape(xs[0].shape[0], -1)
+
+    def carry_scale(self, attrs, meaning, ins):
+        """Per-channel scales become one per element of the flat vector (NCHW order)."""
+        if meaning.channels == 1:
+            return meaning
+        per = math.prod(ins[0].shape[1:])
+        return CodeScale(tuple(v for v in meaning.scale for _ in range(per if len(meaning.scale) > 1 else 1)),
+                         tuple(v for v in meaning.zero for _ in range(per if len(meaning.zero) > 1 else 1)))
 
     def onnx_reference(self, attrs, builder, xs, ins, out):
         return builder.op("Flatten", [xs[0]], axis=1)

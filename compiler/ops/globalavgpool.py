@@ -5,7 +5,7 @@
 over all ``n`` positions and ``R`` the Quant's rounding mode.  As for :mod:`.avgpool`, an
 average is not a fixed-point number (``n`` need not be a power of two), so the compiler fuses
 the pool with the ``Quant`` that follows it and rounds the exact rational ``S_c / n`` once
-(:func:`.rounding.div_round`).  Output ``(C, 1, 1[, 1])``, as ONNX keeps the spatial axes.
+(:func:`..exact.rounding.div_round`).  Output ``(C, 1, 1[, 1])``, as ONNX keeps the spatial axes.
 The onnxruntime reference sums in int64 (``ReduceSum``) and divides exactly in float64; the
 HLS kernel (``hls_templates/globalavgpool``) sums each channel exactly, then applies the
 multiply-shift proven equal to the exact rounding for every sum the input type allows
@@ -17,18 +17,19 @@ ends a spatial segment before it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from .affine import MultiplyShift
-from .avgpool import describe, divisor_shifts, proven_divisions, sum_type
+from ..exact.requant import MultiplyShift
+from .avgpool import AverageDivision, describe, divisor_shifts, proven_divisions, sum_type
 from .base import Layout, OpDef, check_width
-from .extension import Extension, out_shape_attr
+from .base.extension import Extension, KernelCall, out_shape_attr
 from .quant import Attrs as QuantAttrs
-from .rounding import div_round
-from .work import Work, bits, prod
+from ..exact.rounding import div_round
+from .base.cost import Work, bits, prod
 
 
 @dataclass(frozen=True)
@@ -48,18 +49,26 @@ def division(attrs: Attrs, x: TensorType) -> MultiplyShift | None:
     return None if table is None else table[n]
 
 
+@dataclass(frozen=True)
+class GlobalAvgPoolConfig(AverageDivision):
+    template: ClassVar[str] = "globalavgpool/config.tpl"
+    n_pixels: int
+    n_filt: int
+    mult: int
+    add: int
+
+
+@dataclass(frozen=True)
+class GlobalAvgPoolCall(KernelCall):
+    template: ClassVar[str] = "globalavgpool/function.tpl"
+
+
 class GlobalAvgPool(OpDef[Attrs]):
     name = "globalavgpool"
     extensions = (Extension(
         "TesseraGlobalAvgPool", "Global average pooling fused with its Quant: exact channel sums, one exact rounding.",
         "globalavgpool", "nnet_tessera_globalavgpool.h",
-        config_keys=("n_pixels", "n_filt", "num_shift", "den_shift", "qmin", "qmax", "sum_bits", "out_bits", "mult", "add",
-                     "shift", "form_code", "rounding"),
-        output_shape=out_shape_attr,
-        attributes=("n_pixels", "n_filt", "num_shift", "den_shift", "qmin", "qmax", "sum_bits", "out_bits", "mult", "add",
-                    "shift", "form_code"),
-        texts=("rounding",), types=("accum", "prod", "mult", "add"),
-        config_types=lambda layer: {f"{t}_t": layer.get_attr(f"{t}_t").name for t in ("accum", "prod", "mult", "add")}),)
+        config=GlobalAvgPoolConfig, call=GlobalAvgPoolCall, output_shape=out_shape_attr),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins

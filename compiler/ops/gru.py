@@ -7,7 +7,7 @@ PyTorch ``nn.GRU`` equations ("linear before reset"), gates r, z, n::
     acc_n = (W_xn x + b_xn) + r * (W_hn h + b_hn)     exact;  n = Qtanh(tanh(Qacc_n(acc_n)))
     h'    = Qout((1 - z) * n + z * h)                  exact products and sums
 
-Written once (:class:`Gru.step`) on :mod:`.cellprog`; input ``(T, I)``, output every hidden
+Written once (:class:`Gru.step`) on :mod:`.cells.program`; input ``(T, I)``, output every hidden
 state ``(T, H)`` or the last one.  Lowered to ``TesseraGRU`` (``hls_templates/rnn``).
 """
 
@@ -19,10 +19,11 @@ import numpy as np
 
 from ...hls_templates import render
 from ..ir.types import TensorType
-from . import cellprog as cp
-from .cellhls import (add_weights_layer, bias_codes, check_dense_cell, check_table_inputs, cint, codebook, gate_tables,
-                      int_precision, recurrent_work, requant_fields, require_zero_states, sequence_extension, shift,
-                      typedefs, unit_major)
+from .base.extension import Extension, out_shape_attr
+from .cells import program as cp
+from .cells.hardware import (add_weights_layer, bias_codes, cell_weights, check_dense_cell, check_table_inputs, cint,
+                             codebook, gate_tables, int_precision, recurrent_work, require_zero_states, shift, unit_major)
+from .cells.kernel import GruCall, GruCellBody, GruConfig, GruGateStruct, requant
 from .quant import Attrs as QuantAttrs
 
 GATES = ("r", "z", "n")
@@ -56,11 +57,62 @@ class Attrs:
         return int(self.gates[0].wh.codes.shape[0])
 
 
+def factor(A: cp.IntervalArith, to: str, frm: str | int) -> int:
+    """The multiplier of an operand ``frm`` (a named intermediate, or a bias's 1) of the sum
+    ``to`` (float scales: the odd parts of their scales)."""
+    return cp.factor(frm if isinstance(frm, int) else A.mults[frm], A.mults[to])
+
+
+def gru_gate(A: cp.IntervalArith, g: str, gate: Gate, offset: int, H: int,
+             thresholds: list[int]) -> tuple[GruGateStruct, np.ndarray, np.ndarray]:
+    """The fields of gate ``g`` and its biases ``b_x``, ``b_h`` (zeros where it has none); a
+    requantization by thresholds appends them to ``thresholds``."""
+    T = A.types
+    gi, gh, acc = f"{g}_gi", f"{g}_gh", f"{g}_acc"
+    bx, bx_frac = bias_codes(gate.bx, gate.bx_frac, H, T[gi].frac)
+    bh, bh_frac = bias_codes(gate.bh, gate.bh_frac, H, T[gh].frac)
+    gh_sum = "n_rgh" if g == "n" else gh  # the n gate sums r * gh
+    rq = requant(A, acc, gate.acc, thresholds)
+    fields = GruGateStruct(
+        name=g, ax_t=cint(T[f"{g}_ax"]), ah_t=cint(T[f"{g}_ah"]), gi_t=cint(T[gi]), gh_t=cint(T[gh]),
+        acc_t=cint(T[acc]), requant_t=rq.requant_t, q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
+        ax_shift=shift(T, gi, f"{g}_ax"), bx_shift=shift(T, gi, bx_frac), ah_shift=shift(T, gh, f"{g}_ah"),
+        bh_shift=shift(T, gh, bh_frac), gi_shift=shift(T, acc, gi), gh_shift=shift(T, acc, gh_sum),
+        ax_factor=factor(A, gi, f"{g}_ax"), bx_factor=factor(A, gi, 1), ah_factor=factor(A, gh, f"{g}_ah"),
+        bh_factor=factor(A, gh, 1), gi_factor=factor(A, acc, gi), gh_factor=factor(A, acc, gh_sum),
+        requant_mult=rq.mult, requant_add=rq.add, requant_shift=rq.shift, requant_mode=rq.mode,
+        requant_by_thresholds=rq.by_thresholds, requant_thresholds_at=rq.thresholds_at, qmin=gate.acc.qmin,
+        qmax=gate.acc.qmax, table_offset=offset)
+    return fields, bx, bh
+
+
+def gru_body(A: cp.IntervalArith, oq: QuantAttrs, table_entries: int, thresholds: list[int],
+             gates: list[str]) -> tuple[str, list[int]]:
+    """The GRU's body (its types, constants and rendered ``gates``) and its threshold array
+    (never empty: a single 0 where no requantization needs one)."""
+    T = A.types
+    hidden = requant(A, "h_sum", oq, thresholds)
+    thresholds = thresholds or [0]
+    body = render(GruCellBody(
+        table_entries=table_entries, thr_entries=len(thresholds), h_t=cint(oq.out), n_rgh_t=cint(T["n_rgh"]),
+        z_h_t=cint(T["z_h"]), one_minus_z_t=cint(T["one_minus_z"]), zn_t=cint(T["zn"]), h_sum_t=cint(T["h_sum"]),
+        hidden_requant_t=hidden.requant_t, z_one=1 << T["z_act"].frac, z_factor=A.mults["z_act"],
+        sum_zn_shift=shift(T, "h_sum", "zn"), sum_zh_shift=shift(T, "h_sum", "z_h"),
+        sum_zn_factor=factor(A, "h_sum", "zn"), sum_zh_factor=factor(A, "h_sum", "z_h"), hidden_mult=hidden.mult,
+        hidden_add=hidden.add, hidden_shift=hidden.shift, hidden_mode=hidden.mode,
+        hidden_by_thresholds=hidden.by_thresholds, hidden_thresholds_at=hidden.thresholds_at, hidden_min=oq.qmin,
+        hidden_max=oq.qmax, gates="\n".join(gates)))
+    return body, thresholds
+
+
 class Gru(cp.RecurrentOp[Attrs]):
     name = "gru"
     carries_scales = True
     threshold_kernels = True
-    extensions = (sequence_extension("TesseraGRU", "gru_", ("wx", "wh", "bx", "bh", "gate_table", "thr"), ()),)
+    extensions = (Extension(
+        "TesseraGRU", "A quantized GRU over a whole sequence, on integer codes.", "rnn", "nnet_tessera_rnn.h",
+        config=GruConfig, call=GruCall, output_shape=out_shape_attr, attributes=("weight_products",),
+        weights=cell_weights(("wx", "wh", "bx", "bh", "gate_table", "thr"))),)
 
     def state_quants(self, attrs: Attrs):
         return [attrs.out]
@@ -109,43 +161,18 @@ class Gru(cp.RecurrentOp[Attrs]):
         kind, stored, wprec = codebook([g.wx for g in attrs.gates] + [g.wh for g in attrs.gates])
         wx, wh = unit_major(stored[:3]), unit_major(stored[3:])
         table, offsets = gate_tables(attrs.gates, carry=True)
-        T = A.types
-
-        def fac(to: str, frm: str | int) -> int:  # the multiplier of an operand of a sum (float scales)
-            return cp.factor(frm if isinstance(frm, int) else A.mults[frm], A.mults[to])
-
         bxs, bhs, gate_blocks, thr = [], [], [], []
         for k, (g, gate) in enumerate(zip(GATES, attrs.gates)):
-            bx, bxf = bias_codes(gate.bx, gate.bx_frac, H, T[f"{g}_gi"].frac)
-            bh, bhf = bias_codes(gate.bh, gate.bh_frac, H, T[f"{g}_gh"].frac)
+            fields, bx, bh = gru_gate(A, g, gate, offsets[k], H, thr)
+            gate_blocks.append(render(fields))
             bxs.append(bx)
             bhs.append(bh)
-            gh_name = "n_rgh" if g == "n" else f"{g}_gh"
-            gi, gh, acc = f"{g}_gi", f"{g}_gh", f"{g}_acc"
-            gate_blocks.append(render(
-                "rnn/gru_gate.tpl", name=g, ax_t=cint(T[f"{g}_ax"]), ah_t=cint(T[f"{g}_ah"]),
-                gi_t=cint(T[gi]), gh_t=cint(T[gh]), acc_t=cint(T[acc]), q_t=cint(T[f"{g}_q"]),
-                act_t=cint(T[f"{g}_act"]), sh_ax=shift(T, gi, f"{g}_ax"), sh_bx=shift(T, gi, bxf),
-                sh_ah=shift(T, gh, f"{g}_ah"), sh_bh=shift(T, gh, bhf), sh_gi=shift(T, acc, gi),
-                sh_gh=shift(T, acc, gh_name), m_ax=fac(gi, f"{g}_ax"), m_bx=fac(gi, 1), m_ah=fac(gh, f"{g}_ah"),
-                m_bh=fac(gh, 1), m_gi=fac(acc, gi), m_gh=fac(acc, gh_name), table_offset=offsets[k],
-                qmin=gate.acc.qmin, qmax=gate.acc.qmax, **requant_fields(A, acc, gate.acc, "rq", thr)))
         bx, bh = unit_major(bxs), unit_major(bhs)
-        oq = attrs.out
-        h_fields = requant_fields(A, "h_sum", oq, "h", thr)
-        thr = thr or [0]  # the thresholds of the float-scale steps no multiply-shift fits (an array is never empty)
-        types = "\n".join([f"    static const unsigned table_entries = {table.size};",
-                           f"    static const unsigned thr_entries = {len(thr)};",
-                           f"    typedef {cint(x.ftype)} x_t;", f"    typedef {cint(oq.out)} h_t;",
-                           typedefs(A, ["n_rgh", "z_h", "one_minus_z", "zn", "h_sum"]),
-                           f"    typedef {h_fields.pop('h_ms_t')} hm_t;"])
-        body = render("rnn/gru_body.tpl", types=types, gates="\n".join(gate_blocks), z_one=1 << T["z_act"].frac,
-                      z_m=A.mults["z_act"], sh_sum_zn=shift(T, "h_sum", "zn"), sh_sum_zh=shift(T, "h_sum", "z_h"),
-                      m_sum_zn=fac("h_sum", "zn"), m_sum_zh=fac("h_sum", "z_h"), h_min=oq.qmin, h_max=oq.qmax,
-                      **h_fields)
+        body, thr = gru_body(A, attrs.out, table.size, thr, gate_blocks)
         add_weights_layer(hls, node, out, x, "TesseraGRU", {
             "n_hidden": H, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
-            "wkind": kind.cpp, "body": body, "weight_products": self.weight_products(attrs, x),
+            "weight_kind": kind.cpp, "input_code_type": cint(x.ftype), "cell": body,
+            "weight_products": self.weight_products(attrs, x),
         }, {"wx": wx, "wh": wh, "bx": bx, "bh": bh, "gate_table": table, "thr": thr}, {
             "wx": wprec, "wh": wprec, "bx": int_precision(int(bx.min()), int(bx.max())),
             "bh": int_precision(int(bh.min()), int(bh.max())), "gate_table": int_precision(int(table.min()), int(table.max())),

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir.types import FixedType, TensorType
 from .base import OpDef, Trait, check_width
-from .work import elementwise_work
+from .base.cost import elementwise_work
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ first; outputs stay in processing order (as brevitas' cell returns them).
 
 Float scales (brevitas' default quantizers) on any quantizer, the weights, the input and
 the output: the values carry their scales' odd parts and a requantization between scales
-that are not a power of two apart is the proven step of :func:`.cellprog.requant` (the bias
+that are not a power of two apart is the proven step of :func:`.cells.program.requant` (the bias
 of another float grid as its per-row offset).
 
-The step is written once (:func:`step`) on :mod:`.cellprog`'s interface and executed by
+The step is written once (:func:`step`) on :mod:`.cells.program`'s interface and executed by
 the integer semantics, the onnxruntime reference and the interval analysis that types the
 HLS kernel (``hls_templates/rnn``, lowered here as ``TesseraLSTM``; the gated body is shared
 with ConvLSTM).
@@ -34,12 +34,12 @@ import numpy as np
 from ...hls_templates import render
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from . import cellprog as cp
-from .cellhls import (add_weights_layer, bias_codes, check_dense_cell, check_table_inputs, cint, codebook, gate_tables,
-                      int_precision, quant_fields, recurrent_work, requant_fields, require_zero_states,
-                      sequence_extension, shift, unit_major)
+from .base.extension import Extension, out_shape_attr
+from .cells import program as cp
+from .cells.hardware import (add_weights_layer, bias_codes, cell_weights, check_dense_cell, check_table_inputs, cint,
+                             codebook, gate_tables, int_precision, recurrent_work, require_zero_states, shift, unit_major)
+from .cells.kernel import CifgGateStruct, LstmCall, LstmCellBody, LstmConfig, LstmGateStruct, requant
 from .quant import Attrs as QuantAttrs
-from .rounding import Rounding
 
 GATES = ("i", "f", "c", "o")
 
@@ -105,9 +105,9 @@ def gate_acc(A, x: cp.Fx | None, h: cp.Fx, gate: Gate, name: str, conv: bool = F
 def gated_state(A, accs: dict, gates: dict, c: cp.Fx, cell: QuantAttrs, cell_act: cp.Act, out: QuantAttrs,
                 cifg: bool, carry: bool = False, cell_mult: int = 1, out_mult: int = 1) -> tuple[cp.Fx, cp.Fx]:
     """LSTM gating from the four exact gate accumulators (shared with ConvLSTM).  ``carry``:
-    activations are codes whose values carry their float scales (:func:`.cellprog.activate`);
+    activations are codes whose values carry their float scales (:func:`.cells.program.activate`);
     a requantization between scales that differ by more than a power of two is the exact
-    step of :func:`.cellprog.requant`."""
+    step of :func:`.cells.program.requant`."""
     a = {}
     for g in GATES:
         if g == "f" and cifg:
@@ -128,11 +128,31 @@ def gated_state(A, accs: dict, gates: dict, c: cp.Fx, cell: QuantAttrs, cell_act
     return h_new, c_new
 
 
-def _product_fields(A: cp.IntervalArith, p: str, name: str, key: str, q: QuantAttrs) -> dict:
-    """Template fields of one product's requantization: shift (m 1, c 0) or proven step."""
-    f = requant_fields(A, p + name, q, key)
-    return {f"sh_{key}": f[f"{key}_shift"], f"{key}_mode": f[f"{key}_mode"], f"{key}_m": f[f"{key}_m"],
-            f"{key}_c": f[f"{key}_c"], f"{key}m_t": f[f"{key}_ms_t"]}
+def lstm_gate(A: cp.IntervalArith, T: dict, p: str, g: str, gate: Gate, offset: int,
+              has_input: bool) -> tuple[LstmGateStruct, np.ndarray]:
+    """The fields of gate ``g`` (names in ``A`` prefixed by ``p``; ``T``: their types without
+    it) and its biases: its bias codes, or with a float-scale requantization its proven
+    per-row adds."""
+    H = gate.wh.codes.shape[0]
+    acc = f"{g}_acc"
+    rq = requant(A, p + acc, gate.acc)
+    scaled = A.forms.get(p + acc) is not None
+    if scaled:
+        adds = A.forms[p + acc].adds
+        if any(abs(c) >= 2**53 for c in adds):
+            raise UnsupportedModelError(f"gate {g}: a proven add constant needs more than 53 bits")
+        bias, bias_shift = np.array(adds, dtype=np.int64), 0
+    else:
+        bias, frac = bias_codes(gate.bias, gate.bias_frac, H, T[acc].frac)
+        bias_shift = shift(T, acc, frac)
+    fields = LstmGateStruct(
+        name=g, ax_t=cint(T[f"{g}_ax"]) if has_input else "ap_int<2>", ah_t=cint(T[f"{g}_ah"]), acc_t=cint(T[acc]),
+        requant_t=rq.requant_t, q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
+        ax_shift=shift(T, acc, f"{g}_ax") if has_input else 0, ah_shift=shift(T, acc, f"{g}_ah"), bias_shift=bias_shift,
+        ax_factor=cp.factor(A.mults[f"{p}{g}_ax"], A.mults[p + acc]) if has_input else 1,
+        ah_factor=cp.factor(A.mults[f"{p}{g}_ah"], A.mults[p + acc]), scaled=scaled, requant_mult=rq.mult,
+        requant_shift=rq.shift, requant_mode=rq.mode, qmin=gate.acc.qmin, qmax=gate.acc.qmax, table_offset=offset)
+    return fields, bias
 
 
 def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act: cp.Act, oq: QuantAttrs,
@@ -146,50 +166,36 @@ def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act
     table, offsets = gate_tables([gates[g] for g in GATES], carry)
     biases, blocks = [], []
     for k, g in enumerate(GATES):
-        gate = gates[g]
         if cifg and g == "f":
-            blocks.append(render("rnn/cifg_gate.tpl", name=g, act_t=cint(T["f_act"])))
+            blocks.append(render(CifgGateStruct(name=g, act_t=cint(T["f_act"]))))
             biases.append(np.zeros(H, dtype=np.int64))
             continue
-        form = A.forms.get(f"{p}{g}_acc")
-        if form is None:
-            b, bf = bias_codes(gate.bias, gate.bias_frac, H, T[f"{g}_acc"].frac)
-            rq = {"ms_t": cint(T[f"{g}_acc"]), "scaled": "false", "rq_m": 1, "sh_b": shift(T, f"{g}_acc", bf),
-                  **quant_fields(gate.acc, T[f"{g}_acc"].frac)}
-        else:
-            if any(abs(c) >= 2**53 for c in form.adds):
-                raise UnsupportedModelError(f"gate {g}: a proven add constant needs more than 53 bits")
-            b = np.array(form.adds, dtype=np.int64)
-            rq = {"ms_t": cint(T[f"{g}_acc_ms"]), "scaled": "true", "rq_m": form.mult, "sh_b": 0,
-                  "rq_shift": form.shift, "rq_mode": Rounding.FLOOR.cpp, "qmin": gate.acc.qmin, "qmax": gate.acc.qmax}
-        biases.append(b)
-        blocks.append(render(
-            "rnn/lstm_gate.tpl", name=g, ax_t=cint(T[f"{g}_ax"]) if has_input else "ap_int<2>",
-            ah_t=cint(T[f"{g}_ah"]), acc_t=cint(T[f"{g}_acc"]), q_t=cint(T[f"{g}_q"]), act_t=cint(T[f"{g}_act"]),
-            sh_ax=shift(T, f"{g}_acc", f"{g}_ax") if has_input else 0, sh_ah=shift(T, f"{g}_acc", f"{g}_ah"),
-            m_ax=cp.factor(A.mults[f"{p}{g}_ax"], A.mults[f"{p}{g}_acc"]) if has_input else 1,
-            m_ah=cp.factor(A.mults[f"{p}{g}_ah"], A.mults[f"{p}{g}_acc"]),
-            table_offset=offsets[k], **rq))
-    fields = {**_product_fields(A, p, "fc", "fc", cq), **_product_fields(A, p, "ig", "ig", cq),
-              **_product_fields(A, p, "h_prod", "hp", oq)}
-    fields["sh_h"], fields["h_m"], fields["h_c"] = fields.pop("sh_hp"), fields.pop("hp_m"), fields.pop("hp_c")
-    types = "\n".join([f"    typedef {cint(oq.out)} h_t;", f"    typedef {cint(cq.out)} c_t;",
-                       *(f"    typedef {cint(T[n])} {n}_t;" for n in ("fc", "ig", "fc_q", "ig_q", "c_sum", "c_tanh", "h_prod")),
-                       *(f"    typedef {fields.pop(k)} {k};" for k in ("fcm_t", "igm_t", "hpm_t"))])
+        fields, bias = lstm_gate(A, T, p, g, gates[g], offsets[k], has_input)
+        blocks.append(render(fields))
+        biases.append(bias)
+    fc, ig, hidden = requant(A, p + "fc", cq), requant(A, p + "ig", cq), requant(A, p + "h_prod", oq)
     i_act = gates["i"].act
-    types = f"    static const unsigned table_entries = {table.size};\n" + types
-    body = render(
-        "rnn/lstm_body.tpl", types=types, gates="\n".join(blocks), cifg_one=i_act.one_code if carry else i_act.one,
-        sh_sum_fc=shift(T, "c_sum", "fc_q"), sh_sum_ig=shift(T, "c_sum", "ig_q"), sh_c=T["c_sum"].frac - cq.out.frac,
-        c_mode=cq.rounding.cpp, c_min=cq.qmin, c_max=cq.qmax, h_mode=oq.rounding.cpp, h_min=oq.qmin, h_max=oq.qmax,
-        **fields)
+    body = render(LstmCellBody(
+        table_entries=table.size, h_t=cint(oq.out), c_t=cint(cq.out), fc_t=cint(T["fc"]), ig_t=cint(T["ig"]),
+        fc_q_t=cint(T["fc_q"]), ig_q_t=cint(T["ig_q"]), c_sum_t=cint(T["c_sum"]), c_tanh_t=cint(T["c_tanh"]),
+        h_prod_t=cint(T["h_prod"]), fc_requant_t=fc.requant_t, ig_requant_t=ig.requant_t,
+        hidden_requant_t=hidden.requant_t, cifg_one=i_act.one_code if carry else i_act.one,
+        fc_shift=fc.shift, fc_mode=fc.mode, fc_mult=fc.mult, fc_add=fc.add,
+        ig_shift=ig.shift, ig_mode=ig.mode, ig_mult=ig.mult, ig_add=ig.add,
+        sum_fc_shift=shift(T, "c_sum", "fc_q"), sum_ig_shift=shift(T, "c_sum", "ig_q"),
+        cell_shift=T["c_sum"].frac - cq.out.frac, cell_mode=cq.rounding, cell_min=cq.qmin, cell_max=cq.qmax,
+        hidden_shift=hidden.shift, hidden_rounding=oq.rounding, hidden_mode=hidden.mode, hidden_mult=hidden.mult,
+        hidden_add=hidden.add, hidden_min=oq.qmin, hidden_max=oq.qmax, gates="\n".join(blocks)))
     return body, unit_major(biases), table, cell_act.codes(cq, cell_mult) if carry else cell_act.table(cq)
 
 
 class Lstm(cp.RecurrentOp[Attrs]):
     name = "lstm"
     carries_scales = True
-    extensions = (sequence_extension("TesseraLSTM", "lstm_", ("wx", "wh", "b", "gate_table", "cell_table"), ("cifg",)),)
+    extensions = (Extension(
+        "TesseraLSTM", "A quantized LSTM over a whole sequence, on integer codes.", "rnn", "nnet_tessera_rnn.h",
+        config=LstmConfig, call=LstmCall, output_shape=out_shape_attr, attributes=("weight_products",),
+        weights=cell_weights(("wx", "wh", "b", "gate_table", "cell_table"))),)
 
     def state_quants(self, attrs: Attrs):
         return [attrs.out, attrs.cell]
@@ -223,10 +229,10 @@ class Lstm(cp.RecurrentOp[Attrs]):
         wx, wh = unit_major(stored[:4]), unit_major(stored[4:])
         body, b, table, ctable = lstm_body(A, "", gates, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg,
                                            carry=self.carries_scales, cell_mult=attrs.cell_mult)
-        body = f"    typedef {cint(x.ftype)} x_t;\n" + body
         add_weights_layer(hls, node, out, x, "TesseraLSTM", {
             "n_hidden": attrs.hidden, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
-            "cifg": attrs.cifg, "wkind": kind.cpp, "body": body, "weight_products": self.weight_products(attrs, x),
+            "cifg": attrs.cifg, "weight_kind": kind.cpp, "input_code_type": cint(x.ftype), "cell": body,
+            "weight_products": self.weight_products(attrs, x),
         }, {"wx": wx, "wh": wh, "b": b, "gate_table": table, "cell_table": ctable}, {
             "wx": wprec, "wh": wprec, "b": int_precision(int(b.min()), int(b.max())),
             "gate_table": int_precision(int(table.min()), int(table.max())),

@@ -10,16 +10,17 @@ Domains above ``MAX_DOMAIN`` codes are refused: quantize the input first.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import OpDef, Trait
-from .extension import Extension, Weight
+from .base.extension import Extension, KernelCall, LayerConfig, Weight, elementwise_shape
 from .quant import Attrs as QuantAttrs
 from .quant import quantize_float
-from .work import table_work
+from .base.cost import table_work
 
 MAX_DOMAIN = 1 << 16
 
@@ -49,15 +50,30 @@ def table(attrs: Attrs, x: TensorType) -> np.ndarray:
     return function_table(attrs.function, attrs.out, x.lo, x.hi, x.ftype.frac)
 
 
+@dataclass(frozen=True)
+class LutConfig(LayerConfig):
+    template: ClassVar[str] = "lut/config.tpl"
+    n_in: int
+    n_table: int
+    in_width: int
+    table_lo: int
+    in_signed: bool
+    table_t: str
+
+
+@dataclass(frozen=True)
+class LutCall(KernelCall):
+    template: ClassVar[str] = "lut/function.tpl"
+    table: str
+
+
 class Lut(OpDef[Attrs]):
     name = "lut"
     traits = frozenset({Trait.ELEMENTWISE})
     extensions = (Extension(
         "TesseraLUT", "Elementwise lookup table indexed by the input's integer code (table from the compiler).",
-        "lut", "nnet_tessera_lut.h", config_keys=("n_in", "n_table", "table_lo", "in_width", "in_signed"),
-        output_shape=lambda layer: list(layer.get_input_variable().shape),
-        attributes=("n_in", "n_table", "table_lo", "in_width", "in_signed"), weights=(Weight("table", "t{index}", "table"),),
-        config_types=lambda layer: {"table_t": layer.get_weights("table").type.name}),)
+        "lut", "nnet_tessera_lut.h", config=LutConfig, call=LutCall,
+        output_shape=elementwise_shape, weights=(Weight("table", "t{index}"),)),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins

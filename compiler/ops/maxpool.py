@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -19,9 +20,9 @@ from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import Layout, OpDef, Trait
 from .conv import windows
-from .extension import DIMS, Extension, attr_shape
-from .spans import window_span
-from .work import Work, bits, line_buffer_2d, padded, plane_buffer, prod, window_registers
+from .base.extension import DIMS, Extension, KernelCall, LayerConfig, Weight, attr_shape, computed, layer_reuse, map_shape
+from ..exact.spans import window_span
+from .base.cost import Work, bits, line_buffer_2d, padded, plane_buffer, prod, window_registers
 
 
 def _native(attrs: "Attrs") -> bool:
@@ -56,22 +57,52 @@ def pool_work(kernel, strides, pads, x: TensorType, out: TensorType, io, extra_b
                 fill_steps=fill if stream else 0, out_bits=out.size * bits(out))
 
 
-def pool3d_extension(layer: str, doc: str, folder: str, header: str, extra: tuple[str, ...] = (),
-                     texts: tuple[str, ...] = (), types: tuple[str, ...] = (), config_types=None,
-                     weights: tuple = ()) -> Extension:
-    """A 3D pooling extension layer, channels-last (``extra`` integer and ``texts`` string
-    attributes after the sizes, all in its config)."""
-    sizes = tuple(f"{p}_{d}" for p in ("in", "out", "pool", "stride") for d in DIMS) + ("n_filt",) + extra
-    return Extension(layer, doc, folder, header, config_keys=sizes + texts,
-                     output_shape=attr_shape(*(f"out_{d}" for d in DIMS), last="n_filt"), attributes=sizes,
-                     texts=texts, types=types, config_types=config_types, weights=weights)
+@dataclass(frozen=True)
+class Pool3dSizes(LayerConfig):
+    """What the config templates of the 3D max and average pooling share."""
+
+    in_depth: int
+    in_height: int
+    in_width: int
+    n_filt: int
+    out_depth: int
+    out_height: int
+    out_width: int
+    pool_depth: int
+    pool_height: int
+    pool_width: int
+    stride_depth: int
+    stride_height: int
+    stride_width: int
+
+
+@dataclass(frozen=True)
+class MaxPool3dConfig(Pool3dSizes):
+    template: ClassVar[str] = "pool3d/config.tpl"
+    pad_depth: int
+    pad_height: int
+    pad_width: int
+    reuse_factor: int = computed(layer_reuse)
+
+
+@dataclass(frozen=True)
+class MaxPool3dCall(KernelCall):
+    template: ClassVar[str] = "pool3d/function.tpl"
+
+
+def pool3d_extension(layer: str, doc: str, folder: str, header: str, config: type[Pool3dSizes], call: type[KernelCall],
+                     weights: tuple[Weight, ...] = ()) -> Extension:
+    """A 3D pooling extension layer, channels-last."""
+    return Extension(layer, doc, folder, header, config=config, call=call,
+                     output_shape=map_shape(attr_shape(*(f"out_{d}" for d in DIMS)), "n_filt"),
+                     attributes=("spatial_dims",), weights=weights)
 
 
 class MaxPool(OpDef[Attrs]):
     name = "maxpool"
     traits = frozenset({Trait.WINDOW, Trait.RANGE_EXACT, Trait.CODE_SELECT})
     extensions = (pool3d_extension("TesseraMaxPool3D", "3D max pooling, channels-last; padded positions skipped.",
-                                   "pool3d", "nnet_tessera_pool3d.h", extra=tuple(f"pad_{d}" for d in DIMS)),)
+                                   "pool3d", "nnet_tessera_pool3d.h", MaxPool3dConfig, MaxPool3dCall),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -134,7 +165,8 @@ class MaxPool(OpDef[Attrs]):
         lead = 3 - n
         grow = lambda v, one: (one,) * lead + tuple(v)  # noqa: E731
         p = attrs.padding
-        layer = {"class_name": "TesseraMaxPool3D", "data_format": "channels_last", "n_filt": x.shape[0]}
+        layer = {"class_name": "TesseraMaxPool3D", "data_format": "channels_last", "n_filt": x.shape[0],
+                 "spatial_dims": n}
         for d, i_, o_, k_, s_, b_ in zip(DIMS, grow(x.shape[1:], 1), grow(out.shape[1:], 1), grow(attrs.kernel, 1),
                                         grow(attrs.strides, 1), grow(p[:n], 0)):
             layer.update({f"in_{d}": i_, f"out_{d}": o_, f"pool_{d}": k_, f"stride_{d}": s_, f"pad_{d}": b_})

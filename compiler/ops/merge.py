@@ -13,14 +13,15 @@ meaning, and the Quant that rounds it, the exact requantization primitive carrie
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import Layout, OpDef, Trait, check_width
-from .extension import Extension, Weight, out_shape_attr, weight_types
-from .work import elementwise_work
+from .base.extension import Extension, LayerConfig, MergeCall, Weight, out_shape_attr
+from .base.cost import elementwise_work
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,43 @@ def _aligned(x: np.ndarray, t: TensorType, frac: int) -> np.ndarray:
     return x.astype(np.int64) << np.int64(frac - t.ftype.frac)
 
 
+@dataclass(frozen=True)
+class ConcatConfig(LayerConfig):
+    template: ClassVar[str] = "merge/concat_config.tpl"
+    n_pos: int
+    n_chan1: int
+    n_chan2: int
+
+
+@dataclass(frozen=True)
+class ConcatCall(MergeCall):
+    template: ClassVar[str] = "merge/concat_function.tpl"
+
+
+@dataclass(frozen=True)
+class AddConfig(LayerConfig):
+    template: ClassVar[str] = "merge/add_config.tpl"
+    n_elem: int
+    n_chan: int
+    n_k: int
+    k1_t: str
+    k2_t: str
+
+
+@dataclass(frozen=True)
+class AddCall(MergeCall):
+    template: ClassVar[str] = "merge/add_function.tpl"
+    k1: str
+    k2: str
+
+
 class Concat(OpDef[Attrs]):
     name = "concat"
     traits = frozenset({Trait.MERGE, Trait.RANGE_EXACT})
     host_merge = "concat"
     extensions = (Extension(
         "TesseraConcat", "Channel concatenation of two channels-last tensors of any rank.", "merge",
-        "nnet_tessera_merge.h", config_keys=("n_pos", "n_chan1", "n_chan2"), output_shape=out_shape_attr,
-        attributes=("n_pos", "n_chan1", "n_chan2"), prefix="concat_", n_inputs=2),)
+        "nnet_tessera_merge.h", config=ConcatConfig, call=ConcatCall, output_shape=out_shape_attr),)
 
     def infer(self, attrs, ins, node):
         a, b = ins
@@ -85,9 +115,8 @@ class Add(OpDef[Attrs]):
     host_merge = "add"
     extensions = (Extension(
         "TesseraAdd", "Elementwise sum of two tensors of the same shape and layout.", "merge", "nnet_tessera_merge.h",
-        config_keys=("n_elem", "n_chan", "n_k"), output_shape=out_shape_attr, attributes=("n_elem", "n_chan", "n_k"),
-        weights=(Weight("k1", "k1_{index}", "k1"), Weight("k2", "k2_{index}", "k2")), prefix="add_", n_inputs=2,
-        config_types=weight_types(("k1", "k2"))),)
+        config=AddConfig, call=AddCall, output_shape=out_shape_attr,
+        weights=(Weight("k1", "k1_{index}"), Weight("k2", "k2_{index}"))),)
 
     def host_merge_of(self, attrs: Attrs) -> str | None:
         return self.host_merge if attrs.unit else None  # the C++ host adds unweighted

@@ -1,7 +1,7 @@
 """QONNX ``Quant`` on activations: requantize codes to a new fixed-point type.
 
 Semantics (QONNX spec, zero point 0, power-of-two scales): ``y = clip(R(x * 2**(fy - fx)),
-min_int, max_int)`` with ``R`` the node's rounding mode (:mod:`.rounding`).  Clipping before
+min_int, max_int)`` with ``R`` the node's rounding mode (:mod:`..exact.rounding`).  Clipping before
 or after rounding is the same because the bounds are integers.  Here ``R`` is implemented on
 integers with shifts, independently of the float64 onnxruntime form.
 """
@@ -15,8 +15,8 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
 from .base import IoType, OpDef, Trait
-from .rounding import Rounding, round_float, shift_round
-from .work import Work, elementwise_work
+from ..exact.rounding import Rounding, round_float, shift_round
+from .base.cost import Work, elementwise_work
 
 
 def min_int(signed: bool, narrow: bool, bits: int) -> int:

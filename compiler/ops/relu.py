@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir.types import TensorType
 from .base import OpDef, Trait
-from .work import elementwise_work
+from .base.cost import elementwise_work
 
 
 @dataclass(frozen=True)

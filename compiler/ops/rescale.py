@@ -1,12 +1,12 @@
-"""Rescale: the exact requantization primitive as an op (:mod:`.affine`).
+"""Rescale: the exact requantization primitive as an op (:mod:`..exact.requant`).
 
 ``y[c, ...] = clamp(R(slope_c * x[c, ...] + offset_c), qmin, qmax)`` on integer codes, one
-:class:`.affine.Step` per channel (axis 0) or one for the whole tensor.  The frontend builds
+:class:`..exact.requant.Step` per channel (axis 0) or one for the whole tensor.  The frontend builds
 it wherever real constants act between a layer and the Quant that ends it: float (and
 per-channel) scales, a folded BatchNorm, Mul/Add/Sub/Div by constants, zero points, a ReLU
 (which only raises ``qmin``), a BipolarQuant (``bipolar``: codes {0, 1} for {-1, +1}).
 
-- ``semantics``: the thresholds of the exact definition (:func:`.affine.thresholds`, every
+- ``semantics``: the thresholds of the exact definition (:func:`..exact.requant.thresholds`, every
   threshold placed by evaluating the rational function exactly), applied by comparison.
 - ``onnx_reference``: the same thresholds as ONNX comparisons (``GreaterOrEqual`` and a
   count), integer-exact.
@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType, bits_for_range
-from .affine import MAX_THRESHOLDS, THRESHOLD_FORM_MAX, MultiplyShift, Step, apply_thresholds, multiply_shift, thresholds
+from ..exact.requant import MAX_THRESHOLDS, THRESHOLD_FORM_MAX, MultiplyShift, Step, apply_thresholds, multiply_shift, thresholds
 from .base import OpDef, Trait
-from .extension import Extension, Weight, out_shape_attr
-from .work import Work, bits, lanes
+from .base.extension import Extension, KernelCall, LayerConfig, Weight, elementwise_shape
+from .base.cost import Work, bits, lanes
 
 
 class Form(Enum):
@@ -99,20 +100,39 @@ def implementation(attrs: Attrs, x: TensorType, node: str = "") -> Implementatio
     return impl
 
 
+@dataclass(frozen=True)
+class RescaleConfig(LayerConfig):
+    template: ClassVar[str] = "rescale/config.tpl"
+    n_in: int
+    n_chan: int
+    levels: int
+    shift: int
+    form_code: int  # nnet::TESSERA_RESCALE_* (the order of Form)
+    qmin: int
+    qmax: int
+    out_bits: int
+    mult_t: str
+    add_t: str
+    thr_t: str
+    accum_t: str  # the product mult * x + add
+
+
+@dataclass(frozen=True)
+class RescaleCall(KernelCall):
+    template: ClassVar[str] = "rescale/function.tpl"
+    mult: str
+    add: str
+    thr: str
+
+
 class Rescale(OpDef[Attrs]):
     name = "rescale"
     traits = frozenset({Trait.ELEMENTWISE})
     extensions = (Extension(
         "TesseraRescale", "Exact requantization clamp(R(slope_c x + offset_c)): proven multiply-shift or thresholds.",
         "rescale", "nnet_tessera_rescale.h",
-        config_keys=("n_in", "n_chan", "levels", "shift", "form_code", "qmin", "qmax", "out_bits"),
-        output_shape=out_shape_attr, attributes=("n_in", "n_chan", "levels", "shift", "form_code", "qmin", "qmax", "out_bits"),
-        weights=(Weight("mult", "m{index}", "m"), Weight("add", "a{index}", "a"), Weight("thr", "t{index}", "t")),
-        types=("accum",),  # the product mult * x + add
-        config_types=lambda layer: {"mult_t": layer.get_weights("mult").type.name,
-                                    "add_t": layer.get_weights("add").type.name,
-                                    "thr_t": layer.get_weights("thr").type.name,
-                                    "prod_t": layer.get_attr("accum_t").name}),)
+        config=RescaleConfig, call=RescaleCall, output_shape=elementwise_shape,
+        weights=(Weight("mult", "m{index}"), Weight("add", "a{index}"), Weight("thr", "t{index}"))),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -169,6 +189,8 @@ class Rescale(OpDef[Attrs]):
             peak = max(abs(x.lo), abs(x.hi), int(np.abs(thr).max()) if thr.size else 0)
             prod = peak.bit_length() + 2
         prod = max(prod, x.ftype.width + 2)
+        order = _hls_channels(node, x, chans, hls.flat_perm(node.inputs[0]))
+        mult, add, thr = mult[order], add[order], thr[order]
         width = lambda v: max(int(abs(int(a))).bit_length() for a in np.asarray(v).ravel()) + 1  # noqa: E731
         for name, v in (("mult", mult), ("add", add)):
             if any(abs(int(a)) >= 2**53 for a in np.asarray(v).ravel()):
@@ -177,7 +199,7 @@ class Rescale(OpDef[Attrs]):
                  "shift": impl.shift, "form_code": impl.form.value,  # nnet::TESSERA_RESCALE_* (same order)
                  "qmin": attrs.qmin, "qmax": attrs.qmax, "out_bits": out.ftype.width,
                  "mult_data": np.asarray(mult, dtype=np.float64), "add_data": np.asarray(add, dtype=np.float64),
-                 "thr_data": thr.astype(np.float64).ravel(), "out_shape": _hls_shape(out.shape, hls.flat_perm(node.inputs[0]))}
+                 "thr_data": thr.astype(np.float64).ravel()}
         precision = {"mult": f"fixed<{width(mult)},{width(mult)}>", "add": f"fixed<{width(add)},{width(add)}>",
                      "thr": f"fixed<{width(thr)},{width(thr)}>", "accum": f"fixed<{prod},{prod}>",
                      "result": out.ftype.hls()}
@@ -204,12 +226,20 @@ class Rescale(OpDef[Attrs]):
                     weight_bits=chans * k * (x.ftype.width + 2), out_bits=out.size * bits(out))
 
 
-def _hls_shape(shape: tuple[int, ...], perm: np.ndarray) -> list[int]:
-    """hls4ml's shape of a channels-last map; a (C, W) signal stored channels-last (its index
-    map not the identity) is (W, C); vectors and (T, F) sequences keep their order."""
-    if len(shape) in (3, 4) or (len(shape) == 2 and not np.array_equal(perm, np.arange(perm.size))):
-        return [*shape[1:], shape[0]]
-    return list(shape)
+def _hls_channels(node, x: TensorType, chans: int, perm: np.ndarray) -> np.ndarray:
+    """The order of the per-channel parameters as the kernel reads them: channel ``k % n_chan``
+    at hls4ml position ``k``.  A channels-last map keeps ONNX's channel order; a vector with one
+    step per element (a flattened map's per-channel constants spread over its elements) takes
+    its layout's order; any other layout is refused."""
+    if chans == 1:
+        return np.zeros(1, dtype=np.int64)
+    channel = perm // (x.size // chans)  # the ONNX channel (axis 0) at each hls4ml position
+    if np.array_equal(channel, np.arange(x.size) % chans):
+        return np.arange(chans)
+    if chans == x.size:
+        return channel
+    raise UnsupportedModelError(f"node '{node.name}': per-channel requantization of a {list(x.shape)} tensor whose "
+                                "channels are not the fastest-varying index in hls4ml's layout")
 
 
 OP = Rescale()

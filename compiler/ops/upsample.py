@@ -9,15 +9,16 @@ for the partitioner.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import Layout, OpDef, Trait
-from .extension import DIMS, Extension
-from .spans import upsample_input
-from .work import Memory, Work, bits, prod
+from .base.extension import DIMS, Extension, KernelCall, LayerConfig, map_shape
+from ..exact.spans import upsample_input
+from .base.cost import Memory, Work, bits, prod
 
 
 @dataclass(frozen=True)
@@ -25,15 +26,31 @@ class Attrs:
     factors: tuple[int, ...]  # per spatial dim
 
 
+@dataclass(frozen=True)
+class UpsampleConfig(LayerConfig):
+    template: ClassVar[str] = "upsample/config.tpl"
+    in_depth: int
+    in_height: int
+    in_width: int
+    n_chan: int
+    factor_depth: int
+    factor_height: int
+    factor_width: int
+
+
+@dataclass(frozen=True)
+class UpsampleCall(KernelCall):
+    template: ClassVar[str] = "upsample/function.tpl"
+
+
 class Upsample(OpDef[Attrs]):
     name = "upsample"
     traits = frozenset({Trait.SCATTER, Trait.RANGE_EXACT, Trait.CODE_SELECT})
     extensions = (Extension(
         "TesseraUpsample3D", "Nearest-neighbour upsampling by integer factors, channels-last.", "upsample",
-        "nnet_tessera_upsample.h", config_keys=tuple(f"{p}_{d}" for p in ("in", "factor") for d in DIMS) + ("n_chan",),
-        output_shape=lambda layer: [layer.get_attr(f"in_{d}") * layer.get_attr(f"factor_{d}") for d in DIMS]
-        + [layer.get_attr("n_chan")],
-        attributes=tuple(f"{p}_{d}" for p in ("in", "factor") for d in DIMS) + ("n_chan",)),)
+        "nnet_tessera_upsample.h", config=UpsampleConfig, call=UpsampleCall,
+        output_shape=map_shape(lambda layer: [layer.get_attr(f"in_{d}") * layer.get_attr(f"factor_{d}") for d in DIMS],
+                               "n_chan"), attributes=("spatial_dims",)),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -60,7 +77,7 @@ class Upsample(OpDef[Attrs]):
         n = len(attrs.factors)
         spatial = (1,) * (3 - n) + x.shape[1:]
         factors = (1,) * (3 - n) + attrs.factors
-        layer = {"class_name": "TesseraUpsample3D", "n_chan": x.shape[0]}
+        layer = {"class_name": "TesseraUpsample3D", "n_chan": x.shape[0], "spatial_dims": n}
         for i, d in enumerate(DIMS):
             layer[f"in_{d}"], layer[f"factor_{d}"] = spatial[i], factors[i]
         hls.add_layer(node, layer, {"result": out.ftype.hls()}, layout=Layout.CHANNELS)

@@ -8,10 +8,10 @@ from .exchange import ExchangePlan, plan_exchange, run_exchange
 from .execute import run_block
 from .plan import BlockPlan, Plan, plan_overlapped, segment_output
 from .regions import Span, grid_blocks, input_span, required_spans, transposed_input, upsample_input, window_input
-from .runtime import MODES, Partition, default_workers, parse_grid
+from .runtime import MODES, Partition, parse_grid
 from .specialise import block_graph, layer_graph, tail_graph
 
 __all__ = ["BlockPlan", "ExchangePlan", "MODES", "Partition", "Plan", "Span", "block_graph", "choose_cut",
-           "default_workers", "grid_blocks", "grid_for_budget", "input_span", "layer_graph", "parse_grid",
+           "grid_blocks", "grid_for_budget", "input_span", "layer_graph", "parse_grid",
            "plan_exchange", "plan_overlapped", "required_spans", "run_block", "run_exchange", "segment_output",
            "tail_graph", "transposed_input", "upsample_input", "window_input"]

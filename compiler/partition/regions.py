@@ -3,7 +3,7 @@
 A *span* is a half-open box ``((a0, b0), (a1, b1), ...)`` over a value's spatial dims
 (``(C, D, H, W)`` -> ``(D, H, W)``).  Each spatial op maps the span of its output to the span
 of its input that it reads (``OpDef.input_span``, from the per-dimension rules of
-:mod:`..ops.spans`, unclipped: indices outside ``[0, size)`` are the op's zero padding);
+:mod:`..exact.spans`, unclipped: indices outside ``[0, size)`` are the op's zero padding);
 :func:`required_spans` walks the graph backwards from one value and returns, for every value
 it depends on, the bounding box of all that is read (clipped to the value's extent).  A
 block's halo is its required input span minus its own part.
@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph, Node
 from ..ops import OPS
-from ..ops.spans import Span, transposed_input, upsample_input, window_input
+from ..exact.spans import Span, transposed_input, upsample_input, window_input
 
 
 def input_span(node: Node, span: Span) -> Span:

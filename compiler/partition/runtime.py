@@ -5,7 +5,8 @@ tail.  The same schedule drives two kinds of kernels:
 - ``reference``: each block / layer / tail graph on the integer reference (no project
   needed: the planner's emulation, and the benchmark at full size);
 - ``csim``: the compiled block kernels' and the tail's g++ C-simulations of a partitioned
-  project (:mod:`.project`).
+  project (:mod:`.project`), run by its simulation (:mod:`..sim.partitioned`) as the
+  schedule's ``runner``.
 
 Both are bit-identical to the unpartitioned model by construction and tested so.
 """
@@ -23,7 +24,6 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.graph import Graph
 from ..reference.interpret import run_ir
-from ..sim.csim import default_workers
 from .choose import choose_cut
 from .exchange import block_box, ownership, plan_exchange, run_exchange
 from .execute import run_node
@@ -48,32 +48,20 @@ def _sl(span: Span) -> tuple:
     return (slice(None), slice(None)) + tuple(slice(a, b) for a, b in span)
 
 
-# --- worker side: a task is (graph or compiled kernel folder, input region codes) ----------
-
-_KERNELS: dict = {}
-
-
-def _run(what, x) -> np.ndarray:
-    if isinstance(what, Graph):
-        return run_ir(what, x)
-    from ..sim.csim import CSim
-
-    if what not in _KERNELS:  # blocks are spread over the pool's processes: one C-simulation worker each
-        _KERNELS[what] = CSim(what, workers=1)
-    return _KERNELS[what].run_codes(x)
+# --- worker side: a task is (block / layer / tail graph, input region codes, trace) ---------
 
 
 def run_task(args) -> tuple[np.ndarray, int]:
-    """One block / layer / tail run: (output codes, peak bytes its arrays took while it ran
-    (tracemalloc: numpy's allocations included), or 0 when not traced)."""
-    what, x, trace = args
+    """One block / layer / tail graph on the integer reference: (output codes, peak bytes its
+    arrays took while it ran (tracemalloc: numpy's allocations included), or 0 when not traced)."""
+    g, x, trace = args
     if not trace:
-        return _run(what, x), 0
+        return run_ir(g, x), 0
     import tracemalloc
 
     tracemalloc.start()
     try:
-        y = _run(what, x)
+        y = run_ir(g, x)
         return y, tracemalloc.get_traced_memory()[1] + x.nbytes
     finally:
         tracemalloc.stop()
@@ -112,19 +100,16 @@ class Partition:
     # ------------------------------------------------------------------ execution
 
     def run(self, x: np.ndarray, workers: int = 1, progress: Callable[[int], None] | None = None,
-            kernel_for: Callable[[Graph], str] | None = None, stats: dict | None = None,
-            runner: Callable[[list], list] | None = None) -> np.ndarray:
+            stats: dict | None = None, runner: Callable[[list], list] | None = None) -> np.ndarray:
         """Output codes of the whole model on input codes ``x`` (N, C, D, H, W): every
         block (overlap) or every layer of every block (exchange) in ``workers`` processes,
-        then the tail.  ``kernel_for(graph)`` names the compiled kernel (project folder)
-        that runs a block / layer / tail graph; default: the integer reference.
-        ``progress(k)`` is called as blocks finish.  ``stats`` receives per block index the
-        input voxels moved to it and those of them that are halo (overlap: its region
-        outside its own share of the input; exchange: received from other blocks, summed
-        over the layers).  ``runner(tasks)``: runs [(kernel, input codes, trace)] and returns
-        [(output codes, peak bytes)] in order, instead of the pool (a partitioned project's
-        C-simulations, whose own worker processes are kept between runs)."""
-        self._kernel_for = kernel_for
+        then the tail, each graph on the integer reference.  ``progress(k)`` is called as
+        blocks finish.  ``stats`` receives per block index the input voxels moved to it and
+        those of them that are halo (overlap: its region outside its own share of the input;
+        exchange: received from other blocks, summed over the layers).  ``runner(tasks)``:
+        runs [(graph, input codes, trace)] and returns [(output codes, peak bytes)] in order,
+        instead of the pool (a partitioned project's C-simulations of the graphs' compiled
+        kernels, whose own worker processes are kept between runs)."""
         self._pool = None
         self._runner = runner
         try:
@@ -141,14 +126,14 @@ class Partition:
         tail = self.tail()
         if tail is None:
             return seg
-        task = (tail if kernel_for is None else kernel_for(tail), seg, False)
+        task = (tail, seg, False)
         return (run_task(task) if runner is None else runner([task])[0])[0]
 
     def _map(self, tasks, workers, progress, stats=None):
         """Results of ``tasks`` [(key, graph, x_region)] in order; with ``stats``, each
         task's traced peak bytes is kept as the largest of its block's ``peak_bytes_traced``."""
         trace = stats is not None
-        payload = [(g if self._kernel_for is None else self._kernel_for(g), xr, trace) for _, g, xr in tasks]
+        payload = [(g, xr, trace) for _, g, xr in tasks]
         out = []
         if self._runner is not None:
             results = self._runner(payload)
@@ -226,4 +211,4 @@ class Partition:
         return layers * int(np.prod(self.grid))
 
 
-__all__ = ["MODES", "Partition", "default_workers", "parse_grid"]
+__all__ = ["MODES", "Partition", "parse_grid"]

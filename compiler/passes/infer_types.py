@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import UnsupportedModelError
+from ..errors import UnsupportedModelError, first_line
 from ..ir.graph import Graph
 from ..ir.types import MAX_ELEMENTS
 from ..ops import OPS
@@ -23,8 +23,8 @@ class InferTypes:
             try:
                 graph.values[node.output] = OPS[node.op].infer(node.attrs, ins, node.name)
             except (ValueError, IndexError, TypeError, ArithmeticError) as exc:
-                text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-                raise UnsupportedModelError(f"node '{node.name}' ({node.op}): inconsistent shapes or values: {text}") from None
+                raise UnsupportedModelError(f"node '{node.name}' ({node.op}): inconsistent shapes or values: "
+                                            f"{first_line(exc)}") from None
             shape = graph.values[node.output].shape
             if math.prod(shape) > MAX_ELEMENTS:
                 raise UnsupportedModelError(f"node '{node.name}' ({node.op}): output shape {list(shape)} has "

@@ -3,7 +3,7 @@
 The model takes int64 input codes ``[N, *shape]`` and returns int64 output codes.  Each
 op builds its own nodes (``OpDef.onnx_reference``) with :class:`OnnxBuilder`: integer kernels
 (MatMulInteger, ConvInteger, int64 MatMul) or float64 steps on integers below 2**52, which
-are exact; every rounding is the decision table of :mod:`..ops.rounding`.
+are exact; every rounding is the decision table of :mod:`..exact.rounding`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ..ir.graph import Graph
 from ..ops import OPS
-from ..ops.rounding import Fact, Rounding, round_up
+from ..exact.rounding import Fact, Rounding, round_up
 
 OPSET = 17
 _DTYPES = {"int64": TensorProto.INT64, "bool": TensorProto.BOOL, "int32": TensorProto.INT32, "int8": TensorProto.INT8,

@@ -1,7 +1,8 @@
 """The child process that runs a compiled C-simulation library (see ``csim.CSim``).
 
-Run as a script (``python _csim_worker.py LIB FUNCTION COUNTER``), not imported: it needs
-only numpy, so it starts fast, and a crash of the C++ code (an ``assert``, ``abort``, a
+Run as a script (``python -I -S _csim_worker.py LIB FUNCTION COUNTER``), not imported: it
+needs only the standard library (no site packages, not even numpy), so it starts fast, and a
+crash of the C++ code (an ``assert``, ``abort``, a
 segmentation fault, a stack overflow) ends this process, never the caller's.
 
 Protocol on the pipes (binary, one request at a time): the parent writes three int64
@@ -16,10 +17,9 @@ stderr, which the parent keeps for its error message.
 import ctypes
 import mmap
 import os
+import struct
 import sys
 import threading
-
-import numpy as np
 
 #: io_parallel designs keep whole feature maps in local arrays: a large stack
 STACK_BYTES = 1 << 30
@@ -53,14 +53,15 @@ def main() -> int:
     def serve():
         while True:
             try:
-                n, n_in, n_out = (int(v) for v in np.frombuffer(read_exact(requests, 24), dtype=np.int64))
-                x = np.frombuffer(read_exact(requests, 8 * n * n_in), dtype=np.float64).reshape(n, n_in)
+                n, n_in, n_out = struct.unpack("=3q", read_exact(requests, 24))
+                # writable: the bridge's signature takes non-const pointers
+                x = (ctypes.c_double * (n * n_in)).from_buffer(bytearray(read_exact(requests, 8 * n * n_in)))
             except EOFError:
                 return  # the parent closed the pipe
-            x = np.array(x, order="C")  # writable: the bridge's signature takes non-const pointers
-            y = np.zeros((n, n_out), dtype=np.float64)
-            batch(ctypes.cast(fn, ctypes.c_void_p), x.ctypes.data, y.ctypes.data, n, n_in, n_out, ctypes.addressof(done))
-            proto.write(b"!" + y.tobytes())
+            y = (ctypes.c_double * (n * n_out))()
+            batch(ctypes.cast(fn, ctypes.c_void_p), ctypes.addressof(x), ctypes.addressof(y), n, n_in, n_out,
+                  ctypes.addressof(done))
+            proto.write(b"!" + bytes(y))
 
     threading.stack_size(STACK_BYTES)
     t = threading.Thread(target=serve, name="tessera-csim")

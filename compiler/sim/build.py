@@ -38,10 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
-from ...hls_templates import path as template_path, render
-from ..errors import SimulationError, ToolchainError
-from ..writer import read_manifest
+from ...hls_templates import Fields, path as template_path, render
+from ..errors import ProjectError, SimulationError, ToolchainError
+from ..project import Manifest
 from .aptypes import REWRITE_ID, VIEW_DIR, VIEW_FLAG, ViewStatus, derive_view
 from .objcache import ObjectCache
 from .shard import TopFunction, assign, parse_top, render_shards, shard_count
@@ -125,6 +126,26 @@ def source_hash(prj: Path, flags: tuple[str, ...]) -> str:
 
 
 @dataclass(frozen=True)
+class Prelude(Fields):
+    """The C-simulation prelude: the static headers' includes and hls4ml's weight loaders
+    declared again at their own optimisation level."""
+
+    template: ClassVar[str] = "sim/tessera_csim_pch.h.tpl"
+    includes: str
+    loader_opt: str
+    loaders: str
+
+
+@dataclass(frozen=True)
+class TopUnit(Fields):
+    """The top function's translation unit (one unit: no shards)."""
+
+    template: ClassVar[str] = "sim/tessera_csim_top.cpp.tpl"
+    project: str
+    codegen_opt: str
+
+
+@dataclass(frozen=True)
 class Unit:
     """One translation unit: its source (relative to the project), whether it takes the
     precompiled prelude, and whether its object's global definitions are made weak (a
@@ -177,7 +198,7 @@ class BuildReport:
 
 
 def _project_name(prj: Path) -> str:
-    return read_manifest(prj)["options"]["project_name"]
+    return Manifest.read(prj).options.project_name
 
 
 def _prelude_includes(prj: Path) -> list[str]:
@@ -242,8 +263,8 @@ class Builder:
         and the emulation that follows go first), stored when done, for the next builds;
         ``none`` without a store.  ``background=False`` compiles it first (``built``)."""
         includes = "\n".join(f'#include "{h}"' for h in _prelude_includes(prj))
-        text = render("sim/tessera_csim_pch.h.tpl", includes=includes, loader_opt=self.loader_opt,
-                      loaders=loader_declarations(prj, self.loader_opt))
+        text = render(Prelude(includes=includes, loader_opt=self.loader_opt,
+                              loaders=loader_declarations(prj, self.loader_opt)))
         if not self.cache.enabled:
             header = scratch / "tessera_csim_pch.h"
             header.write_text(text)
@@ -347,6 +368,9 @@ class Builder:
         prj = Path(prj).resolve()
         t0 = time.perf_counter()
         name = _project_name(prj)
+        missing = [f for f in (f"firmware/{name}.cpp", "firmware/parameters.h") if not (prj / f).is_file()]
+        if missing:  # a folder copied or deleted in part: one line, not a build error
+            raise ProjectError(f"{prj} is incomplete: no {missing[0]} (was the compile interrupted? compile it again)")
         current = source_hash(prj, self.stamp_flags)
         stamp = prj / "firmware" / BUILD_HASH
         lib = library_path(prj, name)
@@ -390,7 +414,7 @@ class Builder:
         shutil.copyfile(template_path("sim/tessera_csim_rt.cpp"), gen / "rt.cpp")
         units = {"top": Unit("top", f"{BUILD_DIR}/top.cpp"), "bridge": Unit("bridge", f"{name}_bridge.cpp")}
         if shards == 1:
-            (gen / "top.cpp").write_text(render("sim/tessera_csim_top.cpp.tpl", project=name, codegen_opt=self.codegen_opt))
+            (gen / "top.cpp").write_text(render(TopUnit(project=name, codegen_opt=self.codegen_opt)))
         else:
             texts = render_shards(top, assign(top, shards), shards, f"{name}_bridge.cpp", self.codegen_opt)
             for s, text in enumerate(texts):
@@ -452,6 +476,7 @@ def build_project(prj: str | Path, rebuild: bool = False, testbench: bool = Fals
     return Builder(jobs).build(prj, rebuild, testbench)
 
 
-__all__ = ["BASE_FLAGS", "BUILD_DIR", "BUILD_HASH", "BuildReport", "Builder", "CODEGEN_OPT", "LOADER_OPT", "OPT", "TESTBENCH",
+__all__ = ["BASE_FLAGS", "BUILD_DIR", "BUILD_HASH", "BuildReport", "Builder", "CODEGEN_OPT", "LOADER_OPT", "OPT", "Prelude",
+           "TESTBENCH", "TopUnit",
            "build_project", "loader_declarations", "objcopy_for",
            "compiler_id", "last_error_line", "library_path", "require_gxx", "source_hash", "usable_cores"]

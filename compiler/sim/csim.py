@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..writer import read_manifest
-from ..errors import InputDataError, SimulationError
+from ..errors import SimulationError
+from ..project import Manifest
 from .build import (STACK_LIMIT, TESTBENCH, BuildReport, Builder, last_error_line, library_path, require_gxx,
                     usable_cores)
 
@@ -50,10 +50,10 @@ class _Worker:
         os.close(fd)
         with open(self.counter_path, "r+b") as f:
             self.shared = mmap.mmap(f.fileno(), 8)
-        # one thread each: numpy's BLAS threads would spin beside the other workers' cores
+        # one thread each: a library linked with OpenMP or BLAS would spin beside the other workers' cores
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_csim_worker.py")), str(lib), name,
-                                      self.counter_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__).with_name("_csim_worker.py")),
+                                      str(lib), name, self.counter_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, env=env)
 
     def alive(self) -> bool:
@@ -123,8 +123,8 @@ class CSim:
 
     def __init__(self, prj: str | Path, workers: int | None = None):
         self.prj = Path(prj).resolve()
-        self.manifest = read_manifest(self.prj)
-        self.name = self.manifest["options"]["project_name"]
+        self.manifest = Manifest.read(self.prj)
+        self.name = self.manifest.options.project_name
         self.workers = max(1, workers or default_workers())
         self._procs: list[_Worker] = []
         self.last_build: BuildReport | None = None
@@ -223,27 +223,18 @@ class CSim:
     def bridge_inputs(self, codes: np.ndarray) -> np.ndarray:
         """int64 input codes in ONNX layout ``[N, *shape]`` -> the bridge's doubles ``[N, n_in]``
         (hls4ml's layout and real values, as its ``predict`` takes them)."""
-        tin = self.manifest["input"]
         codes = np.asarray(codes)
-        if codes.shape[1:] != tuple(tin["shape"]):
-            raise InputDataError(f"input shape {codes.shape[1:]} does not match the model input {tuple(tin['shape'])}")
-        n = len(codes)
-        return np.ldexp(codes.reshape(n, -1)[:, tin["perm"]].astype(np.float64), -tin["frac"])
+        self.manifest.input.require_shape(codes)
+        return self.manifest.input.to_hls(codes)
 
     def output_codes(self, y: np.ndarray) -> np.ndarray:
         """The bridge's output doubles ``[N, n_out]`` -> int64 codes in ONNX layout."""
-        tout = self.manifest["output"]
-        scaled = np.ldexp(np.asarray(y, dtype=np.float64).reshape(len(y), -1), tout["frac"])
-        if not np.all(scaled == np.round(scaled)):
-            raise SimulationError("C-simulation produced values off the output type's grid")
-        out = np.empty(scaled.shape, dtype=np.int64)
-        out[:, tout["perm"]] = scaled.astype(np.int64)
-        return out.reshape(len(y), *tout["shape"])
+        return self.manifest.output.from_hls(y)
 
     def run_codes(self, codes: np.ndarray, progress=None) -> np.ndarray:
         """int64 input codes in ONNX layout ``[N, *shape]`` -> int64 output codes, same layout."""
         x = self.bridge_inputs(codes)
-        return self.output_codes(self.run_values(x, int(np.prod(self.manifest["output"]["shape"])), progress))
+        return self.output_codes(self.run_values(x, self.manifest.output.size, progress))
 
     def progress_total(self, n_samples: int) -> int:
         """What :meth:`run_codes` reports progress in: samples."""

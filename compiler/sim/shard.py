@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
-from ...hls_templates import render
+from ...hls_templates import Fields, render
 
 #: A call in the top function (a layer's kernel, or hls4ml's loader of a weight array from
 #: its text file): indentation, the function with its template arguments, the arguments,
@@ -45,6 +46,23 @@ _ARG = re.compile(r'^(?:[A-Za-z_]\w*|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[f
 #: weight loader and of the bridge (what the split gains is measured by bench/emulation.py's
 #: cold-build study, docs/results/emulation.md).
 HEAVY, LIGHT, LOADER, BRIDGE = 40, 15, 1, 30
+
+
+@dataclass(frozen=True)
+class ShardUnit(Fields):
+    """One shard's translation unit: the top function's text (``head``, ``top``) with the
+    shard's layers' calls ``definitions`` (and the other shards' ``declarations``); shard 1
+    includes the ``bridge``."""
+
+    template: ClassVar[str] = "sim/tessera_csim_shard.cpp.tpl"
+    shard: int
+    shards: int
+    codegen_opt: str
+    bridge: str
+    declarations: str
+    head: str
+    definitions: str
+    top: str
 
 
 @dataclass(frozen=True)
@@ -148,10 +166,10 @@ def render_shards(top: TopFunction, owner: tuple[int, ...], shards: int, bridge:
         head = "\n".join(body[:top.head])
         rest = "\n".join(body[top.head:])
         defs = [_definition(k, c) for k, c in enumerate(top.calls) if owner[k] == s and s > 0]
-        texts.append(render("sim/tessera_csim_shard.cpp.tpl", shard=s, shards=shards, codegen_opt=codegen_opt,
-                            bridge=f'#include "{bridge}"' if s == 1 else "", declarations="\n".join(decls), head=head,
-                            definitions="\n".join(defs), top=rest))
+        texts.append(render(ShardUnit(shard=s, shards=shards, codegen_opt=codegen_opt,
+                                      bridge=f'#include "{bridge}"' if s == 1 else "", declarations="\n".join(decls),
+                                      head=head, definitions="\n".join(defs), top=rest)))
     return texts
 
 
-__all__ = ["Call", "TopFunction", "assign", "parse_top", "render_shards", "shard_count"]
+__all__ = ["Call", "ShardUnit", "TopFunction", "assign", "parse_top", "render_shards", "shard_count"]

@@ -3,7 +3,7 @@
 // saturation), the exact division of a sum (average pools), and products with weights
 // stored on a codebook (binary in 1 bit, b -> 2b - 1;
 // ternary in 2 bits; quaternary {-2, -1, 1, 2} in 3 bits: sign selections and one shift, no
-// multiplier).  The codebooks are tessera/compiler/ops/cellprog.py's Codebook.
+// multiplier).  The codebooks are tessera/compiler/ops/cells/program.py's Codebook.
 #ifndef NNET_TESSERA_CODES_H_
 #define NNET_TESSERA_CODES_H_
 
@@ -109,7 +109,7 @@ inline void tessera_div_round_to(const accum_T &sum, long long count, int num_sh
 // multiply-shift below, or by the exact integer division of nnet_tessera_rounding.h.
 enum { TESSERA_AVG_MULTIPLY_SHIFT = 0, TESSERA_AVG_DIVISION = 1 };
 
-// The requantization primitive's multiply-shift (tessera/compiler/ops/affine.py, proven by
+// The requantization primitive's multiply-shift (tessera/compiler/exact/requant.py, proven by
 // the compiler for every reachable code): clamp((mult * code + add) >> shift, qmin, qmax),
 // computed in prod_T, which holds mult * code + add exactly; the shift is arithmetic (floor).
 template <class prod_T, class code_T, class mult_T, class add_T>

@@ -1,4 +1,4 @@
-// Tessera rounding, the one decision table of tessera/compiler/ops/rounding.py (ROUND_UP).
+// Tessera rounding, the one decision table of tessera/compiler/exact/rounding.py (ROUND_UP).
 //
 // R(n / d), d > 0, is the floor quotient q plus one when the mode says so, from five facts:
 // the remainder r is above / exactly at half of d, n is negative, the division is inexact,

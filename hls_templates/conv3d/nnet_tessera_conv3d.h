@@ -9,7 +9,7 @@
 // pipelined iteration at II = reuse_factor, every product of it unrolled; the weights are
 // reshaped into multiplier_limit blocks and ALLOCATION caps the multipliers at
 // multiplier_limit = ceil(filt_depth * filt_height * filt_width * n_chan * n_filt / reuse)
-// - n_zeros / reuse (the compiler's value, ops/work.py: the estimator counts the same).
+// - n_zeros / reuse (the compiler's value, ops/base/cost.py: the estimator counts the same).
 #ifndef NNET_TESSERA_CONV3D_H_
 #define NNET_TESSERA_CONV3D_H_
 

@@ -16,7 +16,7 @@ struct config${index} : nnet::tessera_convtranspose3d_config {
     static const unsigned pad_front = ${pad_front};
     static const unsigned pad_top = ${pad_top};
     static const unsigned pad_left = ${pad_left};
-    static const unsigned reuse_factor = ${reuse};
+    static const unsigned reuse_factor = ${reuse_factor};
     static const unsigned multiplier_limit = ${multiplier_limit};
     typedef ${accum_t} accum_t;
     typedef ${weight_t} weight_t;

@@ -1,1 +1,1 @@
-nnet::tessera_convtranspose3d_${form}<${input_t}, ${output_t}, ${config}>(${input}, ${output}, ${w}, ${b});
+nnet::tessera_convtranspose3d_${form}<${input_t}, ${output_t}, ${config}>(${input}, ${output}, ${weight}, ${bias});

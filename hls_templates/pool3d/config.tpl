@@ -15,5 +15,5 @@ struct config${index} : nnet::tessera_maxpool3d_config {
     static const unsigned pad_depth = ${pad_depth};
     static const unsigned pad_height = ${pad_height};
     static const unsigned pad_width = ${pad_width};
-    static const unsigned reuse_factor = ${reuse};
+    static const unsigned reuse_factor = ${reuse_factor};
 };

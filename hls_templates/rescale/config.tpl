@@ -10,5 +10,5 @@ struct config${index} : nnet::tessera_rescale_config {
     typedef ${mult_t} mult_t;
     typedef ${add_t} add_t;
     typedef ${thr_t} thr_t;
-    typedef ${prod_t} prod_t;
+    typedef ${accum_t} prod_t;
 };

@@ -1,1 +1,1 @@
-nnet::tessera_rescale_${form}<${input_t}, ${output_t}, ${config}>(${input}, ${output}, ${m}, ${a}, ${t});
+nnet::tessera_rescale_${form}<${input_t}, ${output_t}, ${config}>(${input}, ${output}, ${mult}, ${add}, ${thr});

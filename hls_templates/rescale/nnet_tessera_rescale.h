@@ -1,6 +1,6 @@
 // Tessera's exact requantization: y = clamp(R(slope_c * x + offset_c), qmin, qmax) per channel
 // c, the one primitive every real constant between two quantizers folds into (float scales,
-// BatchNorm, constant Mul/Add/Div, zero points; tessera/compiler/ops/affine.py).
+// BatchNorm, constant Mul/Add/Div, zero points; tessera/compiler/exact/requant.py).
 //
 // Two hardware forms, both proven equal to the exact rational function by the compiler for
 // every accumulator value x the input types can reach:

@@ -6,7 +6,7 @@ struct config${index} : nnet::tessera_convlstm_config {
     static const unsigned width = ${width};
     static const unsigned kernel = ${kernel};
     static const unsigned steps_out = ${steps_out};
-    static const unsigned reuse_factor = ${reuse};
+    static const unsigned reuse_factor = ${reuse_factor};
     static const unsigned enc_multiplier_limit = ${enc_multiplier_limit};
     static const unsigned fc_multiplier_limit = ${fc_multiplier_limit};
     typedef ${enc_wx_t} enc_wx_t;
@@ -18,5 +18,9 @@ struct config${index} : nnet::tessera_convlstm_config {
     typedef ${fc_b_t} fc_b_t;
     typedef ${fc_gate_table_t} fc_gate_table_t;
     typedef ${fc_cell_table_t} fc_cell_table_t;
-${body}
+    typedef ${input_code_type} x_t;
+    // the encoder's last states onto the forecaster's quantizers
+    static const int handover_hidden_shift = ${handover_hidden_shift};
+    static const int handover_cell_shift = ${handover_cell_shift};
+${cells}
 };

@@ -1,16 +1,24 @@
-${types}
+    static const unsigned table_entries = ${table_entries};
+    static const unsigned thr_entries = ${thr_entries};
+    typedef ${h_t} h_t;
+    typedef ${n_rgh_t} n_rgh_t;
+    typedef ${z_h_t} z_h_t;
+    typedef ${one_minus_z_t} one_minus_z_t;
+    typedef ${zn_t} zn_t;
+    typedef ${h_sum_t} h_sum_t;
+    typedef ${hidden_requant_t} hidden_requant_t;
     static const long long z_one = ${z_one};
-    static const long long z_m = ${z_m};
-    static const int sh_sum_zn = ${sh_sum_zn};
-    static const int sh_sum_zh = ${sh_sum_zh};
-    static const long long m_sum_zn = ${m_sum_zn};
-    static const long long m_sum_zh = ${m_sum_zh};
-    static const long long h_m = ${h_m};
-    static const long long h_c = ${h_c};
-    static const int sh_h = ${h_shift};
-    static const int h_mode = nnet::${h_mode};
-    static const bool h_thr = ${h_thr};
-    static const int h_thr_at = ${h_thr_at};
-    static const long long h_min = ${h_min};
-    static const long long h_max = ${h_max};
+    static const long long z_factor = ${z_factor};
+    static const int sum_zn_shift = ${sum_zn_shift};
+    static const int sum_zh_shift = ${sum_zh_shift};
+    static const long long sum_zn_factor = ${sum_zn_factor};
+    static const long long sum_zh_factor = ${sum_zh_factor};
+    static const long long hidden_mult = ${hidden_mult};
+    static const long long hidden_add = ${hidden_add};
+    static const int hidden_shift = ${hidden_shift};
+    static const int hidden_mode = nnet::${hidden_mode};
+    static const bool hidden_by_thresholds = ${hidden_by_thresholds};
+    static const int hidden_thresholds_at = ${hidden_thresholds_at};
+    static const long long hidden_min = ${hidden_min};
+    static const long long hidden_max = ${hidden_max};
 ${gates}

@@ -6,13 +6,14 @@ struct config${index} : nnet::tessera_lstm_config {
     static const bool reverse = ${reverse};
     static const bool return_sequences = ${return_sequences};
     static const bool cifg = ${cifg};
-    static const int wkind = nnet::${wkind};
-    static const unsigned reuse_factor = ${reuse};
+    static const int weight_kind = nnet::${weight_kind};
+    static const unsigned reuse_factor = ${reuse_factor};
     static const unsigned multiplier_limit = ${multiplier_limit};
     typedef ${wx_t} wx_t;
     typedef ${wh_t} wh_t;
     typedef ${b_t} b_t;
-    typedef ${gate_table_t} table_t;
-    typedef ${cell_table_t} ctable_t;
-${body}
+    typedef ${gate_table_t} gate_table_t;
+    typedef ${cell_table_t} cell_table_t;
+    typedef ${input_code_type} x_t;
+${cell}
 };

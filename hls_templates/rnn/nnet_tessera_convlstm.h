@@ -45,7 +45,7 @@ template <bool HAS_INPUT> struct tessera_convlstm_input_term {
     static typename G::ax_t products(const typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in),
                                      const typename CELL::wx_t *wx, int row, int py, int px) {
         #pragma HLS INLINE
-        return tessera_conv_tap<typename G::ax_t, CELL::wkind, CONFIG_T::n_in, CONFIG_T>(x, wx, row, py, px);
+        return tessera_conv_tap<typename G::ax_t, CELL::weight_kind, CONFIG_T::n_in, CONFIG_T>(x, wx, row, py, px);
     }
 };
 template <> struct tessera_convlstm_input_term<false> {
@@ -66,24 +66,26 @@ inline void tessera_convlstm_products(int g, int j, int py, int px,
                                       const typename CELL::wh_t *wh, typename G::ax_t &ax, typename G::ah_t &ah) {
     #pragma HLS INLINE
     const int row = j * 4 + g;
-    ah = tessera_conv_tap<typename G::ah_t, CELL::wkind, CONFIG_T::n_hidden, CONFIG_T>(h, wh, row, py, px);
+    ah = tessera_conv_tap<typename G::ah_t, CELL::weight_kind, CONFIG_T::n_hidden, CONFIG_T>(h, wh, row, py, px);
     ax = tessera_convlstm_input_term<CELL::has_input>::template products<G, CELL, CONFIG_T>(x, wx, row, py, px);
 }
 
 template <class G, typename CONFIG_T, class CELL>
 inline typename G::act_t tessera_convlstm_gate(int g, int j, const typename G::ax_t &ax, const typename G::ah_t &ah,
-                                               const typename CELL::b_t *b, const typename CELL::table_t *table) {
+                                               const typename CELL::b_t *b, const typename CELL::gate_table_t *table) {
     #pragma HLS INLINE
     const int row = j * 4 + g;
-    typename G::acc_t axa = tessera_onto<typename G::acc_t, G::m_ax, G::sh_ax>(ax);
+    typename G::acc_t axa = tessera_onto<typename G::acc_t, G::ax_factor, G::ax_shift>(ax);
     if (G::scaled) {
         // a float-scale requantization: the proven clamp((M * sum + C_row) >> s), the bias
         // (on another float grid) inside the per-row C_row held in b
-        typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + axa;
-        typename G::ms_t ms = (typename G::ms_t)((typename G::ms_t)acc * (typename G::ms_t)G::rq_m + (typename G::ms_t)b[row]);
+        typename G::acc_t acc = tessera_onto<typename G::acc_t, G::ah_factor, G::ah_shift>(ah) + axa;
+        typedef typename G::requant_t R;
+        R ms = (R)((R)acc * (R)G::requant_mult + (R)b[row]);
         return tessera_gate_act<G>(tessera_gate_q<G>(ms), table);
     }
-    typename G::acc_t acc = tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah) + ((typename G::acc_t)b[row] << G::sh_b) + axa;
+    typename G::acc_t acc =
+        tessera_onto<typename G::acc_t, G::ah_factor, G::ah_shift>(ah) + ((typename G::acc_t)b[row] << G::bias_shift) + axa;
     return tessera_gate_act<G>(tessera_gate_q<G>(acc), table);
 }
 
@@ -95,7 +97,7 @@ template <class CELL, typename CONFIG_T>
 void tessera_convlstm_step(const typename CONFIG_T::x_t x TESSERA_FRAME(CONFIG_T::n_in),
                            typename CELL::h_t h TESSERA_FRAME(CONFIG_T::n_hidden), typename CELL::c_t *c,
                            const typename CELL::wx_t *wx, const typename CELL::wh_t *wh, const typename CELL::b_t *b,
-                           const typename CELL::table_t *gate_table, const typename CELL::ctable_t *cell_table) {
+                           const typename CELL::gate_table_t *gate_table, const typename CELL::cell_table_t *cell_table) {
     typedef typename CELL::gate_i GI;
     typedef typename CELL::gate_f GF;
     typedef typename CELL::gate_c GC;
@@ -147,9 +149,10 @@ void tessera_convlstm_handover(const typename CONFIG_T::enc::h_t h TESSERA_FRAME
         for (int p = 0; p < NPIX; p++) {
             const int py = p / CONFIG_T::width, px = p % CONFIG_T::width;
             const int k = j * NPIX + p;
-            fh[j][py][px] = tessera_requant<typename FC::h_t, CONFIG_T::sh_handover_h, FC::h_mode, FC::h_min,
-                                            FC::h_max>(h[j][py][px]);
-            fcs[k] = tessera_requant<typename FC::c_t, CONFIG_T::sh_handover_c, FC::c_mode, FC::c_min, FC::c_max>(c[k]);
+            fh[j][py][px] = tessera_requant<typename FC::h_t, CONFIG_T::handover_hidden_shift, FC::hidden_rounding,
+                                            FC::hidden_min, FC::hidden_max>(h[j][py][px]);
+            fcs[k] = tessera_requant<typename FC::c_t, CONFIG_T::handover_cell_shift, FC::cell_mode, FC::cell_min,
+                                     FC::cell_max>(c[k]);
         }
 }
 
@@ -232,8 +235,8 @@ void tessera_convlstm_write(const h_T h TESSERA_FRAME(CONFIG_T::n_hidden), hls::
     typename CONFIG_T::CELL::wh_t CELL##_wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden *                              \
             CONFIG_T::kernel * CONFIG_T::kernel],                                                                      \
         typename CONFIG_T::CELL::b_t CELL##_b[4 * CONFIG_T::n_hidden],                                                 \
-        typename CONFIG_T::CELL::table_t CELL##_gate_table[CONFIG_T::CELL::table_entries],                             \
-        typename CONFIG_T::CELL::ctable_t CELL##_cell_table[]
+        typename CONFIG_T::CELL::gate_table_t CELL##_gate_table[CONFIG_T::CELL::table_entries],                             \
+        typename CONFIG_T::CELL::cell_table_t CELL##_cell_table[]
 #define TESSERA_CONVLSTM_ENCODER_ARGS                                                                                  \
     typename CONFIG_T::enc::wx_t enc_wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in *                                      \
             CONFIG_T::kernel * CONFIG_T::kernel],                                                                      \

@@ -42,7 +42,7 @@ template <class sum_T, long long M, int SH, class x_T> inline sum_T tessera_onto
 }
 
 template <class G, class acc_T> inline typename G::q_t tessera_gate_q(const acc_T &acc) {
-    return tessera_requant<typename G::q_t, G::rq_shift, G::rq_mode, G::qmin, G::qmax>(acc);
+    return tessera_requant<typename G::q_t, G::requant_shift, G::requant_mode, G::qmin, G::qmax>(acc);
 }
 
 template <class G, class table_T> inline typename G::act_t tessera_gate_act(const typename G::q_t &q, const table_T *table) {
@@ -103,7 +103,7 @@ inline void tessera_seq_write(const h_T h[CONFIG_T::n_hidden], int s, hls::strea
 struct tessera_lstm_config {
     static const unsigned n_steps = 1, n_in = 1, n_hidden = 1, n_out = 1;
     static const bool reverse = false, return_sequences = true, cifg = false;
-    static const int wkind = TESSERA_W_INT;
+    static const int weight_kind = TESSERA_W_INT;
     static const unsigned reuse_factor = 1;
 };
 
@@ -116,27 +116,28 @@ inline void tessera_cell_products(int g, int j, const typename CONFIG_T::x_t x[C
                                   const typename CONFIG_T::wh_t *wh, typename G::ax_t &ax, typename G::ah_t &ah) {
     #pragma HLS INLINE
     const int row = j * GATES + g;
-    ax = tessera_dot<typename G::ax_t, CONFIG_T::wkind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
-    ah = tessera_dot<typename G::ah_t, CONFIG_T::wkind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
+    ax = tessera_dot<typename G::ax_t, CONFIG_T::weight_kind, CONFIG_T::n_in>(x, &wx[row * CONFIG_T::n_in]);
+    ah = tessera_dot<typename G::ah_t, CONFIG_T::weight_kind, CONFIG_T::n_hidden>(h, &wh[row * CONFIG_T::n_hidden]);
 }
 
 // Gate g of unit j from its weight products: the aligned sum with its bias, requantized,
 // through the gate's table.
 template <class G, typename CONFIG_T>
 inline typename G::act_t tessera_lstm_gate(int g, int j, const typename G::ax_t &ax, const typename G::ah_t &ah,
-                                           const typename CONFIG_T::b_t *b, const typename CONFIG_T::table_t *table) {
+                                           const typename CONFIG_T::b_t *b, const typename CONFIG_T::gate_table_t *table) {
     #pragma HLS INLINE
     const int row = j * 4 + g;
-    typename G::acc_t axah = tessera_onto<typename G::acc_t, G::m_ax, G::sh_ax>(ax) +
-                             tessera_onto<typename G::acc_t, G::m_ah, G::sh_ah>(ah);
+    typename G::acc_t axah = tessera_onto<typename G::acc_t, G::ax_factor, G::ax_shift>(ax) +
+                             tessera_onto<typename G::acc_t, G::ah_factor, G::ah_shift>(ah);
     if (G::scaled) {
         // a float-scale requantization: the proven clamp((M * sum + C_row) >> s), the bias
         // (on another float grid) inside the per-row C_row held in b
         typename G::acc_t acc = axah;
-        typename G::ms_t ms = (typename G::ms_t)((typename G::ms_t)acc * (typename G::ms_t)G::rq_m + (typename G::ms_t)b[row]);
+        typedef typename G::requant_t R;
+        R ms = (R)((R)acc * (R)G::requant_mult + (R)b[row]);
         return tessera_gate_act<G>(tessera_gate_q<G>(ms), table);
     }
-    typename G::acc_t acc = axah + ((typename G::acc_t)b[row] << G::sh_b);
+    typename G::acc_t acc = axah + ((typename G::acc_t)b[row] << G::bias_shift);
     return tessera_gate_act<G>(tessera_gate_q<G>(acc), table);
 }
 
@@ -156,7 +157,7 @@ template <bool CIFG> struct tessera_lstm_forget {
     }
     template <typename CONFIG_T, class I>
     static typename CONFIG_T::gate_f::act_t get(const I &, int j, const sums<CONFIG_T> &s, const typename CONFIG_T::b_t *b,
-                                                const typename CONFIG_T::table_t *table) {
+                                                const typename CONFIG_T::gate_table_t *table) {
         #pragma HLS INLINE
         return tessera_lstm_gate<typename CONFIG_T::gate_f, CONFIG_T>(1, j, s.ax, s.ah, b, table);
     }
@@ -168,7 +169,7 @@ template <> struct tessera_lstm_forget<true> {
                          const typename CONFIG_T::wh_t *, sums<CONFIG_T> &) {}
     template <typename CONFIG_T, class I>
     static typename CONFIG_T::gate_f::act_t get(const I &ai, int, const sums<CONFIG_T> &, const typename CONFIG_T::b_t *,
-                                                const typename CONFIG_T::table_t *) {
+                                                const typename CONFIG_T::gate_table_t *) {
         #pragma HLS INLINE
         typedef typename CONFIG_T::gate_f::act_t F;
         return (F)((F)CONFIG_T::cifg_one - (F)ai);
@@ -180,23 +181,27 @@ template <> struct tessera_lstm_forget<true> {
 template <class CELL>
 inline void tessera_lstm_gating(const typename CELL::gate_i::act_t &ai, const typename CELL::gate_f::act_t &af,
                                 const typename CELL::gate_c::act_t &ac, const typename CELL::gate_o::act_t &ao,
-                                typename CELL::c_t &c, typename CELL::h_t &h_new, const typename CELL::ctable_t *cell_table) {
+                                typename CELL::c_t &c, typename CELL::h_t &h_new,
+                                const typename CELL::cell_table_t *cell_table) {
     #pragma HLS INLINE
     typename CELL::fc_t fc = (typename CELL::fc_t)af * (typename CELL::fc_t)c;
     typename CELL::ig_t ig = (typename CELL::ig_t)ai * (typename CELL::ig_t)ac;
-    // each product onto its quantizer: a rounding shift (m = 1, c = 0), or on float scales the
-    // proven clamp((m * p + c) >> s) (mode FLOOR)
-    typename CELL::fc_q_t fcq = tessera_requant<typename CELL::fc_q_t, CELL::sh_fc, CELL::fc_mode, CELL::c_min, CELL::c_max>(
-        (typename CELL::fcm_t)((typename CELL::fcm_t)fc * (typename CELL::fcm_t)CELL::fc_m + (typename CELL::fcm_t)CELL::fc_c));
-    typename CELL::ig_q_t igq = tessera_requant<typename CELL::ig_q_t, CELL::sh_ig, CELL::ig_mode, CELL::c_min, CELL::c_max>(
-        (typename CELL::igm_t)((typename CELL::igm_t)ig * (typename CELL::igm_t)CELL::ig_m + (typename CELL::igm_t)CELL::ig_c));
+    // each product onto its quantizer: a rounding shift (mult 1, add 0), or on float scales the
+    // proven clamp((mult * p + add) >> shift) (mode FLOOR)
+    typedef typename CELL::fc_requant_t FCR;
+    typedef typename CELL::ig_requant_t IGR;
+    typedef typename CELL::hidden_requant_t HR;
+    typename CELL::fc_q_t fcq = tessera_requant<typename CELL::fc_q_t, CELL::fc_shift, CELL::fc_mode, CELL::cell_min,
+                                                CELL::cell_max>((FCR)((FCR)fc * (FCR)CELL::fc_mult + (FCR)CELL::fc_add));
+    typename CELL::ig_q_t igq = tessera_requant<typename CELL::ig_q_t, CELL::ig_shift, CELL::ig_mode, CELL::cell_min,
+                                                CELL::cell_max>((IGR)((IGR)ig * (IGR)CELL::ig_mult + (IGR)CELL::ig_add));
     typename CELL::c_sum_t cs =
-        ((typename CELL::c_sum_t)fcq << CELL::sh_sum_fc) + ((typename CELL::c_sum_t)igq << CELL::sh_sum_ig);
-    c = tessera_requant<typename CELL::c_t, CELL::sh_c, CELL::c_mode, CELL::c_min, CELL::c_max>(cs);
-    typename CELL::c_tanh_t ct = cell_table[(int)(c - CELL::c_min)];
+        ((typename CELL::c_sum_t)fcq << CELL::sum_fc_shift) + ((typename CELL::c_sum_t)igq << CELL::sum_ig_shift);
+    c = tessera_requant<typename CELL::c_t, CELL::cell_shift, CELL::cell_mode, CELL::cell_min, CELL::cell_max>(cs);
+    typename CELL::c_tanh_t ct = cell_table[(int)(c - CELL::cell_min)];
     typename CELL::h_prod_t hp = (typename CELL::h_prod_t)ao * (typename CELL::h_prod_t)ct;
-    h_new = tessera_requant<typename CELL::h_t, CELL::sh_h, CELL::hp_mode, CELL::h_min, CELL::h_max>(
-        (typename CELL::hpm_t)((typename CELL::hpm_t)hp * (typename CELL::hpm_t)CELL::h_m + (typename CELL::hpm_t)CELL::h_c));
+    h_new = tessera_requant<typename CELL::h_t, CELL::hidden_shift, CELL::hidden_mode, CELL::hidden_min, CELL::hidden_max>(
+        (HR)((HR)hp * (HR)CELL::hidden_mult + (HR)CELL::hidden_add));
 }
 
 // One step over every unit.  One unit per pipelined iteration at II = reuse_factor; its
@@ -207,7 +212,7 @@ template <typename CONFIG_T>
 void tessera_lstm_step(const typename CONFIG_T::x_t x[CONFIG_T::n_in], typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
                        typename CONFIG_T::c_t c[CONFIG_T::n_hidden], const typename CONFIG_T::wx_t *wx,
                        const typename CONFIG_T::wh_t *wh, const typename CONFIG_T::b_t *b,
-                       const typename CONFIG_T::table_t *gate_table, const typename CONFIG_T::ctable_t *cell_table) {
+                       const typename CONFIG_T::gate_table_t *gate_table, const typename CONFIG_T::cell_table_t *cell_table) {
     #pragma HLS INLINE
     typedef typename CONFIG_T::gate_i GI;
     typedef typename CONFIG_T::gate_c GC;
@@ -263,8 +268,8 @@ Update:
 #define TESSERA_LSTM_ARGS                                                                                              \
     typename CONFIG_T::wx_t wx[4 * CONFIG_T::n_hidden * CONFIG_T::n_in],                                               \
         typename CONFIG_T::wh_t wh[4 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],                                       \
-        typename CONFIG_T::b_t b[4 * CONFIG_T::n_hidden], typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries], \
-        typename CONFIG_T::ctable_t cell_table[]
+        typename CONFIG_T::b_t b[4 * CONFIG_T::n_hidden], typename CONFIG_T::gate_table_t gate_table[CONFIG_T::table_entries], \
+        typename CONFIG_T::cell_table_t cell_table[]
 #define TESSERA_LSTM_MEMORIES                                                                                          \
     TESSERA_DENSE_CELL_MEMORIES(4)                                                                                     \
     TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = b cyclic factor = 4)                                                   \
@@ -308,7 +313,7 @@ Steps:
 struct tessera_gru_config {
     static const unsigned n_steps = 1, n_in = 1, n_hidden = 1, n_out = 1;
     static const bool reverse = false, return_sequences = true;
-    static const int wkind = TESSERA_W_INT;
+    static const int weight_kind = TESSERA_W_INT;
     static const unsigned reuse_factor = 1;
 };
 
@@ -316,7 +321,8 @@ struct tessera_gru_config {
 // and C 0 for a rounding shift, else the compiler's proven multiply-shift of a float-scale
 // step (rounding in C, floor).
 template <class G, class acc_T> inline typename G::q_t tessera_gate_rq(const acc_T &acc) {
-    typename G::ms_t ms = (typename G::ms_t)((typename G::ms_t)acc * (ap_int<64>)G::rq_m + (ap_int<64>)G::rq_c);
+    typedef typename G::requant_t R;
+    R ms = (R)((R)acc * (ap_int<64>)G::requant_mult + (ap_int<64>)G::requant_add);
     return tessera_gate_q<G>(ms);
 }
 
@@ -336,8 +342,8 @@ Thresholds:
 // A GRU requantization onto a gate's accumulator quantizer: by thresholds, or
 // tessera_gate_rq.
 template <class G, class acc_T, class t_T> inline typename G::q_t tessera_gru_rq(const acc_T &acc, const t_T *thr) {
-    if (G::rq_thr)
-        return tessera_thr_q<typename G::q_t, G::qmax - G::qmin, G::qmin>(acc, &thr[G::rq_thr_at]);
+    if (G::requant_by_thresholds)
+        return tessera_thr_q<typename G::q_t, G::qmax - G::qmin, G::qmin>(acc, &thr[G::requant_thresholds_at]);
     return tessera_gate_rq<G>(acc);
 }
 
@@ -348,8 +354,10 @@ inline void tessera_gru_linear(int g, int j, const typename G::ax_t &ax, const t
                                typename G::gh_t &gh) {
     #pragma HLS INLINE
     const int row = j * 3 + g;
-    gi = tessera_onto<typename G::gi_t, G::m_ax, G::sh_ax>(ax) + tessera_onto<typename G::gi_t, G::m_bx, G::sh_bx>(bx[row]);
-    gh = tessera_onto<typename G::gh_t, G::m_ah, G::sh_ah>(ah) + tessera_onto<typename G::gh_t, G::m_bh, G::sh_bh>(bh[row]);
+    gi = tessera_onto<typename G::gi_t, G::ax_factor, G::ax_shift>(ax) +
+         tessera_onto<typename G::gi_t, G::bx_factor, G::bx_shift>(bx[row]);
+    gh = tessera_onto<typename G::gh_t, G::ah_factor, G::ah_shift>(ah) +
+         tessera_onto<typename G::gh_t, G::bh_factor, G::bh_shift>(bh[row]);
 }
 
 // One step over every unit, as tessera_lstm_step: one unit per pipelined iteration, its
@@ -359,7 +367,7 @@ template <typename CONFIG_T>
 void tessera_gru_step(const typename CONFIG_T::x_t x[CONFIG_T::n_in], typename CONFIG_T::h_t h[CONFIG_T::n_hidden],
                       const typename CONFIG_T::wx_t *wx, const typename CONFIG_T::wh_t *wh,
                       const typename CONFIG_T::bx_t *bx, const typename CONFIG_T::bh_t *bh,
-                      const typename CONFIG_T::table_t *gate_table, const typename CONFIG_T::thr_t *thr) {
+                      const typename CONFIG_T::gate_table_t *gate_table, const typename CONFIG_T::thr_t *thr) {
     #pragma HLS INLINE
     typedef typename CONFIG_T::gate_r GR;
     typedef typename CONFIG_T::gate_z GZ;
@@ -384,37 +392,39 @@ Hidden:
         typename GR::gi_t gir;
         typename GR::gh_t ghr;
         tessera_gru_linear<GR, CONFIG_T>(0, j, axr, ahr, bx, bh, gir, ghr);
-        typename GR::acc_t accr = tessera_onto<typename GR::acc_t, GR::m_gi, GR::sh_gi>(gir) +
-                                  tessera_onto<typename GR::acc_t, GR::m_gh, GR::sh_gh>(ghr);
+        typename GR::acc_t accr = tessera_onto<typename GR::acc_t, GR::gi_factor, GR::gi_shift>(gir) +
+                                  tessera_onto<typename GR::acc_t, GR::gh_factor, GR::gh_shift>(ghr);
         typename GR::act_t r = tessera_gate_act<GR>(tessera_gru_rq<GR>(accr, thr), gate_table);
         typename GZ::gi_t giz;
         typename GZ::gh_t ghz;
         tessera_gru_linear<GZ, CONFIG_T>(1, j, axz, ahz, bx, bh, giz, ghz);
-        typename GZ::acc_t accz = tessera_onto<typename GZ::acc_t, GZ::m_gi, GZ::sh_gi>(giz) +
-                                  tessera_onto<typename GZ::acc_t, GZ::m_gh, GZ::sh_gh>(ghz);
+        typename GZ::acc_t accz = tessera_onto<typename GZ::acc_t, GZ::gi_factor, GZ::gi_shift>(giz) +
+                                  tessera_onto<typename GZ::acc_t, GZ::gh_factor, GZ::gh_shift>(ghz);
         typename GZ::act_t z = tessera_gate_act<GZ>(tessera_gru_rq<GZ>(accz, thr), gate_table);
         typename GN::gi_t gin;
         typename GN::gh_t ghn;
         tessera_gru_linear<GN, CONFIG_T>(2, j, axn, ahn, bx, bh, gin, ghn);
         typename CONFIG_T::n_rgh_t rgh = (typename CONFIG_T::n_rgh_t)r * (typename CONFIG_T::n_rgh_t)ghn;
-        typename GN::acc_t accn = tessera_onto<typename GN::acc_t, GN::m_gi, GN::sh_gi>(gin) +
-                                  tessera_onto<typename GN::acc_t, GN::m_gh, GN::sh_gh>(rgh);
+        typename GN::acc_t accn = tessera_onto<typename GN::acc_t, GN::gi_factor, GN::gi_shift>(gin) +
+                                  tessera_onto<typename GN::acc_t, GN::gh_factor, GN::gh_shift>(rgh);
         typename GN::act_t n = tessera_gate_act<GN>(tessera_gru_rq<GN>(accn, thr), gate_table);
         typename CONFIG_T::z_h_t zh = (typename CONFIG_T::z_h_t)z * (typename CONFIG_T::z_h_t)h[j];
         // 1 - z exactly on z's power-of-two grid (z's code times its scale's odd part)
         typename CONFIG_T::one_minus_z_t omz =
-            (typename CONFIG_T::one_minus_z_t)((ap_int<64>)CONFIG_T::z_one - (typename CONFIG_T::one_minus_z_t)z * (ap_int<64>)CONFIG_T::z_m);
+            (typename CONFIG_T::one_minus_z_t)((ap_int<64>)CONFIG_T::z_one -
+                                               (typename CONFIG_T::one_minus_z_t)z * (ap_int<64>)CONFIG_T::z_factor);
         typename CONFIG_T::zn_t zn = (typename CONFIG_T::zn_t)omz * (typename CONFIG_T::zn_t)n;
-        typename CONFIG_T::h_sum_t hs = tessera_onto<typename CONFIG_T::h_sum_t, CONFIG_T::m_sum_zn, CONFIG_T::sh_sum_zn>(zn) +
-                                        tessera_onto<typename CONFIG_T::h_sum_t, CONFIG_T::m_sum_zh, CONFIG_T::sh_sum_zh>(zh);
-        typename CONFIG_T::hm_t hm = (typename CONFIG_T::hm_t)((typename CONFIG_T::hm_t)hs * (ap_int<64>)CONFIG_T::h_m +
-                                                               (ap_int<64>)CONFIG_T::h_c);
-        if (CONFIG_T::h_thr)
-            h_new[j] = tessera_thr_q<typename CONFIG_T::h_t, CONFIG_T::h_max - CONFIG_T::h_min, CONFIG_T::h_min>(
-                hs, &thr[CONFIG_T::h_thr_at]);
+        typedef typename CONFIG_T::h_sum_t HS;
+        typedef typename CONFIG_T::hidden_requant_t HR;
+        HS hs = tessera_onto<HS, CONFIG_T::sum_zn_factor, CONFIG_T::sum_zn_shift>(zn) +
+                tessera_onto<HS, CONFIG_T::sum_zh_factor, CONFIG_T::sum_zh_shift>(zh);
+        HR hm = (HR)((HR)hs * (ap_int<64>)CONFIG_T::hidden_mult + (ap_int<64>)CONFIG_T::hidden_add);
+        if (CONFIG_T::hidden_by_thresholds)
+            h_new[j] = tessera_thr_q<typename CONFIG_T::h_t, CONFIG_T::hidden_max - CONFIG_T::hidden_min, CONFIG_T::hidden_min>(
+                hs, &thr[CONFIG_T::hidden_thresholds_at]);
         else
-            h_new[j] = tessera_requant<typename CONFIG_T::h_t, CONFIG_T::sh_h, CONFIG_T::h_mode, CONFIG_T::h_min,
-                                       CONFIG_T::h_max>(hm);
+            h_new[j] = tessera_requant<typename CONFIG_T::h_t, CONFIG_T::hidden_shift, CONFIG_T::hidden_mode,
+                                       CONFIG_T::hidden_min, CONFIG_T::hidden_max>(hm);
     }
 Update:
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
@@ -428,7 +438,7 @@ Update:
     typename CONFIG_T::wx_t wx[3 * CONFIG_T::n_hidden * CONFIG_T::n_in],                                               \
         typename CONFIG_T::wh_t wh[3 * CONFIG_T::n_hidden * CONFIG_T::n_hidden],                                       \
         typename CONFIG_T::bx_t bx[3 * CONFIG_T::n_hidden], typename CONFIG_T::bh_t bh[3 * CONFIG_T::n_hidden],        \
-        typename CONFIG_T::table_t gate_table[CONFIG_T::table_entries],                                                \
+        typename CONFIG_T::gate_table_t gate_table[CONFIG_T::table_entries],                                                \
         typename CONFIG_T::thr_t thr[CONFIG_T::thr_entries]
 #define TESSERA_GRU_MEMORIES                                                                                           \
     TESSERA_DENSE_CELL_MEMORIES(3)                                                                                     \

@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 from .export import CONVLSTM_QUANTIZERS, GRU_QUANTIZERS
 
-__all__ = ["run_cell_onnx"]
+__all__ = ["cell_oracle", "run_cell_onnx"]
 
 
 def _quant(x, scale, bits, signed, narrow):
@@ -41,21 +41,24 @@ def _sigmoid(x):
 
 
 class _Env:
-    """Values of initializers and of the QONNX quant nodes feeding a cell node."""
+    """Values of initializers, the inputs, and the nodes run so far (the QONNX quant nodes and
+    the cells, in graph order: a stacked cell reads the one before it through a Quant)."""
 
     def __init__(self, model: onnx.ModelProto, feeds: dict) -> None:
         self.v = {i.name: numpy_helper.to_array(i).astype(np.float64) for i in model.graph.initializer}
         self.v.update({k: np.asarray(a, np.float64) for k, a in feeds.items()})
-        for node in model.graph.node:
-            if node.op_type == "Quant":
-                a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
-                x, s, z, b = (self.v[n] for n in node.input)
-                if np.any(z != 0):
-                    raise ValueError("non-zero zero-point")
-                self.v[node.output[0]] = _quant(x, _scalar(s), _scalar(b), a["signed"], a["narrow"])
-            elif node.op_type == "BipolarQuant":
-                x, s = (self.v[n] for n in node.input)
-                self.v[node.output[0]] = np.where(x >= 0, 1.0, -1.0) * _scalar(s)
+
+    def quantize(self, node) -> None:
+        """A ``Quant`` / ``BipolarQuant`` node."""
+        if node.op_type == "Quant":
+            a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+            x, s, z, b = (self.v[n] for n in node.input)
+            if np.any(z != 0):
+                raise ValueError("non-zero zero-point")
+            self.v[node.output[0]] = _quant(x, _scalar(s), _scalar(b), a["signed"], a["narrow"])
+        else:
+            x, s = (self.v[n] for n in node.input)
+            self.v[node.output[0]] = np.where(x >= 0, 1.0, -1.0) * _scalar(s)
 
     def get(self, name):
         return None if name == "" else self.v[name]
@@ -171,13 +174,15 @@ def run_cell_onnx(path: str | Path, feeds: dict) -> dict[str, np.ndarray]:
     model = onnx.load(str(path))
     env = _Env(model, feeds)
     result: dict[str, np.ndarray] = {}
+    cells = {"QuantLSTMCell": lambda n: _lstm_qonnx(env, n, None), "QuantGRUCell": lambda n: _gru(env, n),
+             "QuantConvLSTMCell": lambda n: _convlstm(env, n)}
     for node in model.graph.node:
-        if node.op_type == "QuantLSTMCell":
-            result.update(_lstm_qonnx(env, node, None))
-        elif node.op_type == "QuantGRUCell":
-            result.update(_gru(env, node))
-        elif node.op_type == "QuantConvLSTMCell":
-            result.update(_convlstm(env, node))
+        if node.op_type in ("Quant", "BipolarQuant"):
+            env.quantize(node)
+        elif node.op_type in cells:
+            outputs = cells[node.op_type](node)
+            result.update(outputs)
+            env.v.update(outputs)
         elif node.op_type == "Unsqueeze" and node.input[0] in result:
             axes = env.get(node.input[1]).astype(int).tolist()
             result[node.output[0]] = np.expand_dims(result[node.input[0]], axes)
@@ -185,3 +190,22 @@ def run_cell_onnx(path: str | Path, feeds: dict) -> dict[str, np.ndarray]:
     if not outs:
         raise ValueError(f"{Path(path).name}: no QuantLSTMCell/QuantGRUCell/QuantConvLSTMCell node")
     return outs
+
+
+def cell_oracle(path: str | Path):
+    """For a file with recurrent cells, which no ONNX executor runs: this executor as
+    ``verify``'s independent check (an :class:`~tessera.compiler.api.Oracle`), one sample at a
+    time; None for any other file (``verify`` runs its own)."""
+    from tessera.compiler import api
+    from tessera.compiler.frontend.load import RECURRENT_OPS
+
+    model = onnx.load(str(path))
+    if not any(n.op_type in RECURRENT_OPS for n in model.graph.node):
+        return None
+    xin, yout = model.graph.input[0].name, model.graph.output[0].name
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.stack([run_cell_onnx(path, {xin: x[i:i + 1].astype(np.float32)})[yout].reshape(-1)
+                         for i in range(len(x))])
+
+    return api.Oracle("the file run in float64 by the cell executor (models/rnn/onnx_run.py)", run)

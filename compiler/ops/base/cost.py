@@ -20,7 +20,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..ir.types import TensorType
+from ...ir.types import TensorType
 
 #: Bits of one LUT6 used as a read-only memory (64 x 1).
 LUT6_BITS = 64
@@ -89,7 +89,7 @@ class Work:
     zero_mults: int = 0  # of those, products by a zero weight (hls4ml's n_zeros: no multiplier)
     steps: int = 1  # pipelined iterations per sample, each started every `reuse` cycles
     taps: int = 1  # products summed into one accumulator (adder-tree depth)
-    weight_kind: str = "int"  # the weights' codebook (cellprog.Codebook): int, binary, ternary, quaternary
+    weight_kind: str = "int"  # the weights' codebook (base.weights.Codebook): int, binary, ternary, quaternary
     x_bits: int = 0
     w_bits: int = 0
     acc_bits: int = 0

@@ -9,10 +9,11 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
-from ..ir.types import MAX_WIDTH, FixedType, TensorType
-from .base import OpDef, Trait, interval_dot
-from .cellprog import Codebook, Weights
+from ...errors import UnsupportedModelError
+from ...ir.types import MAX_WIDTH, FixedType, TensorType
+from ...exact.integer import interval_dot
+from .contract import OpDef, Trait
+from .weights import Codebook, Weights
 
 A = TypeVar("A")
 

@@ -14,7 +14,7 @@ those attributes) with
   hls4ml extension layers the op needs where hls4ml lacks one (``extensions``, declared as
   :class:`.extension.Extension` and registered by the lowering),
 - ``macs``: multiply-accumulates per sample,
-- ``cost``: what its kernel does per sample (:class:`.work.Work`) for the estimator,
+- ``cost``: what its kernel does per sample (:class:`.cost.Work`) for the estimator,
 - ``input_span``: the box of its input an output box reads, for the partitioner (spatial
   ops only), and its ``traits`` (:class:`Trait`), which consumers ask instead of op names.
 """
@@ -27,15 +27,17 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
-from ..ir.types import MAX_WIDTH, TensorType
-from .rounding import Rounding
-from .spans import Span
+from ...errors import UnsupportedModelError
+from ...ir.meaning import CodeScale
+from ...ir.types import MAX_WIDTH, TensorType
+from ...exact.integer import int8_limbs, interval_dot
+from ...exact.rounding import Rounding
+from ...exact.spans import Span
 
 if TYPE_CHECKING:
-    from ..ir.graph import Node
+    from ...ir.graph import Node
     from .extension import Extension
-    from .work import Work
+    from .cost import Work
 
 
 class Trait(Enum):
@@ -110,6 +112,8 @@ class HlsBuilder(Protocol):
 
     def flat_perm(self, value: str) -> np.ndarray: ...
 
+    def layout_perm(self, shape: tuple[int, ...], layout: Layout) -> np.ndarray: ...
+
 
 A = TypeVar("A")
 
@@ -152,6 +156,12 @@ class OpDef(ABC, Generic[A]):
     def macs(self, attrs: A, ins: list[TensorType], out: TensorType) -> int:
         """Multiply-accumulates per sample."""
         return 0
+
+    def carry_scale(self, attrs: A, meaning: CodeScale, ins: list[TensorType]) -> CodeScale | None:
+        """What the output's codes mean when the input's codes mean ``meaning``: an op that only
+        moves, selects or maxes codes (``CODE_SELECT``) keeps it, channels on axis 0; None where
+        the op cannot carry it (the frontend refuses the node)."""
+        return meaning if Trait.CODE_SELECT in self.traits else None
 
     def form(self, attrs: A, ins: list[TensorType], out: TensorType) -> str:
         """The hardware form the lowering chose, in words (``tessera inspect``); empty when
@@ -221,65 +231,15 @@ def fits_int8(t: TensorType) -> str | None:
     return None
 
 
-def int8_limbs(w: np.ndarray) -> list[tuple[np.ndarray, int]]:
-    """Balanced radix-128 digits of integer codes: ``w == sum(limb << shift)`` with every
-    limb in [-64, 63] (an int8), one limb per 7 bits of ``w``.  Lets an integer-only ONNX
-    kernel (ConvInteger: 8-bit operands) compute a product with wider weights exactly, one
-    pass per limb."""
-    rest = np.asarray(w, dtype=np.int64)
-    limbs, shift = [], 0
-    while True:
-        digit = ((rest + 64) & 127) - 64
-        limbs.append((digit.astype(np.int8), shift))
-        rest = (rest - digit) >> 7
-        shift += 7
-        if not rest.any():
-            return limbs
-
-
-def interval_dot(w: np.ndarray, lo: int, hi: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact min and max of sum(w * x) over every x in [lo, hi]^n, reduced along ``axis``."""
-    w = np.asarray(w, dtype=object)
-    a, b = w * int(lo), w * int(hi)
-    mx = np.where(w >= 0, b, a)
-    mn = np.where(w >= 0, a, b)
-    return mn.sum(axis=axis), mx.sum(axis=axis)
-
-
-#: Below this every integer is a float64, and so is every partial sum of products whose
-#: absolute values add up to less than it, whatever the order of summation.
-F64_EXACT = 1 << 53
-
-
-def exact_einsum(spec: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.einsum(spec, a, b)`` of two integer arrays, exactly, as int64.
-
-    When max|a| * sum|b| < 2**53 (a bound on every output's sum of |products|, hence on each
-    of its partial sums), float64 holds every product and partial sum exactly in any order,
-    and the contraction runs through BLAS (several times faster than numpy's integer
-    einsum, the same integers on every CPU and thread count); otherwise int64."""
-    a64, b64 = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-
-    def peak(v: np.ndarray) -> int:  # as Python ints: abs(-2**63) does not fit int64
-        return max(-int(v.min()), int(v.max())) if v.size else 0
-
-    peak_a, peak_b = peak(a64), peak(b64)
-    if peak_b * b64.size < 1 << 62:  # the int64 sum of |b| cannot overflow
-        mass_b = int(np.abs(b64).sum())
-    else:
-        mass_b = int(np.abs(b64.astype(object)).sum())
-    if peak_a * mass_b < F64_EXACT:
-        return np.einsum(spec, a64.astype(np.float64), b64.astype(np.float64), optimize=True).astype(np.int64)
-    return np.einsum(spec, a64, b64, optimize=False)
-
-
 def limb_kernel(builder, op_type: str, x: str, x_type: TensorType, weight: np.ndarray, out_axis: int, **kernel_attrs) -> str | None:
     """``x (*) weight`` exactly with onnxruntime's integer kernels (``MatMulInteger``,
-    ``ConvInteger``: 8-bit operands, int32 accumulation), or None when the input codes do not
-    fit 8 bits or an int32 sum could overflow (``out_axis``: the weight's output axis; each
-    output sums the rest).
+    ``ConvInteger``: 8-bit operands, int32 accumulation), or None when an int32 sum could
+    overflow (``out_axis``: the weight's output axis; each output sums the rest).  Input codes
+    wider than 8 bits enter as radix-128 digits, ``x == low + 128 * high`` with ``low`` in
+    [0, 127], one pass per digit (the product is linear in ``x``; a zero pad is zero in every
+    digit).
 
-    The weights always enter as balanced 7-bit digits (:func:`.base.int8_limbs`, every
+    The weights always enter as balanced 7-bit digits (:func:`...exact.integer.int8_limbs`, every
     limb in [-64, 63]), one kernel per limb, recombined in int64.  That keeps every pair of
     products below 2**15: x86 CPUs without VNNI compute 8-bit products with ``vpmaddubsw``,
     which saturates pairs of ``uint8 x int8`` products to int16 (measured: a 255 x 127
@@ -288,7 +248,15 @@ def limb_kernel(builder, op_type: str, x: str, x_type: TensorType, weight: np.nd
     CPU."""
     xt = fits_int8(x_type)
     if xt is None:
-        return None
+        radix = builder.const(np.array(128, dtype=np.int64))
+        low = builder.op("Mod", [x, radix])
+        high = builder.op("Div", [builder.op("Sub", [x, low]), radix])
+        parts = [limb_kernel(builder, op_type, digit, TensorType(x_type.shape, x_type.ftype, lo, hi), weight, out_axis,
+                             **kernel_attrs)
+                 for digit, lo, hi in ((low, 0, 127), (high, x_type.lo // 128, x_type.hi // 128))]
+        if None in parts:
+            return None
+        return builder.op("Add", [parts[0], builder.op("Mul", [parts[1], radix])])
     limbs = int8_limbs(weight)
     xmax = max(abs(x_type.lo), abs(x_type.hi))
     rows = lambda w: np.moveaxis(np.abs(w.astype(np.int64)), out_axis, 0).reshape(w.shape[out_axis], -1)  # noqa: E731
@@ -305,4 +273,4 @@ def limb_kernel(builder, op_type: str, x: str, x_type: TensorType, weight: np.nd
 
 
 __all__ = ["HlsBuilder", "IoType", "Layout", "OpDef", "ReferenceBuilder", "SPATIAL", "Trait", "check_width",
-           "fits_int8", "int8_limbs", "interval_dot", "limb_kernel"]
+           "fits_int8", "limb_kernel"]

@@ -1,4 +1,4 @@
-"""The three back ends a cell step runs on (:mod:`.cellprog`): the integer semantics
+"""The three back ends a cell step runs on (:mod:`.cells.program`): the integer semantics
 (:class:`NumpyArith`), the onnxruntime reference (:class:`OnnxArith`) and the interval
 analysis that types the HLS kernel (:class:`IntervalArith`)."""
 
@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
-from ..ir.types import FixedType, TensorType
-from .affine import MAX_PRODUCT_BITS, Step, apply_thresholds, shared_multiply_shift, thresholds
-from .base import exact_einsum, interval_dot, limb_kernel
-from .quant import Attrs as QuantAttrs
-from .quant import requantize
+from ...errors import UnsupportedModelError
+from ...ir.types import FixedType, TensorType
+from ...exact.requant import MAX_PRODUCT_BITS, Step, apply_thresholds, shared_multiply_shift, thresholds
+from ...exact.integer import exact_einsum, interval_dot
+from ..base import limb_kernel
+from ..quant import Attrs as QuantAttrs
+from ..quant import requantize
 
 #: Widest intermediate of a cell: every back end computes in int64.
 MAX_CELL_WIDTH = 62

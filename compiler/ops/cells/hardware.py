@@ -2,7 +2,7 @@
 lowerings and costs share.
 
 Every kernel type is an exact-width ``ap_int`` holding codes: the widths come from the
-op's interval analysis (:meth:`.cellprog.CellOp.analyze`), the alignment shifts from the
+op's interval analysis (:meth:`.program.CellOp.analyze`), the alignment shifts from the
 fracs of the same analysis, so the C++ step (``hls_templates/rnn/nnet_tessera_rnn.h``)
 performs exactly the integer operations of the op's ``step``.  Weights are stored as codes
 on their codebook (binary: 1 bit).
@@ -15,14 +15,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
-from ..ir.types import FixedType, TensorType
-from . import cellprog as cp
-from .base import Layout
-from .extension import Extension, Weight, out_shape_attr, weight_types
-from .quant import Attrs as QuantAttrs
-from .rounding import Rounding
-from .work import Memory, Work, bits, linear_work, multiplier_limit
+from ...errors import UnsupportedModelError
+from ...ir.types import FixedType, TensorType
+from . import program as cp
+from ..base import Layout
+from ..base.extension import Weight, layer_reuse
+from ..base.cost import Memory, Work, bits, linear_work, multiplier_limit
 
 
 def cint(t: FixedType) -> str:
@@ -53,32 +51,6 @@ def shift(types: dict, to: str, frm: str | int) -> int:
     return s
 
 
-def quant_fields(q: QuantAttrs, in_frac: int) -> dict:
-    """Template fields of one requantization (shift, rounding mode, clamp)."""
-    return {"rq_shift": in_frac - q.out.frac, "rq_mode": q.rounding.cpp, "qmin": q.qmin, "qmax": q.qmax}
-
-
-def requant_fields(A: cp.IntervalArith, name: str, q: QuantAttrs, key: str, thr: list | None = None) -> dict:
-    """Template fields of the requantization of ``name`` onto ``q``: ``(x * m + c) >> shift``
-    with rounding and clamp, ``m`` 1 and ``c`` 0 for a rounding shift, else the proven
-    multiply-shift of a float-scale step (rounding already in ``c``: floor); or, where no
-    multiply-shift fits, ``q.qmax - q.qmin`` thresholds appended to ``thr`` (at ``<key>_thr_at``)."""
-    form = A.forms.get(name)
-    fields = {f"{key}_thr": "false", f"{key}_thr_at": 0}
-    if form is None:
-        return {**fields, f"{key}_shift": A.types[name].frac - q.out.frac, f"{key}_mode": q.rounding.cpp,
-                f"{key}_m": 1, f"{key}_c": 0, f"{key}_ms_t": cint(A.types[name])}
-    if form.mult is None:
-        if thr is None:
-            raise ValueError(f"{name}: a threshold requantization in a kernel without a threshold array")
-        fields = {f"{key}_thr": "true", f"{key}_thr_at": len(thr)}
-        thr.extend(int(v) for v in form.thr[0])
-        return {**fields, f"{key}_shift": 0, f"{key}_mode": Rounding.FLOOR.cpp, f"{key}_m": 1, f"{key}_c": 0,
-                f"{key}_ms_t": cint(A.types[name])}
-    return {**fields, f"{key}_shift": form.shift, f"{key}_mode": Rounding.FLOOR.cpp, f"{key}_m": form.mult,
-            f"{key}_c": form.adds[0], f"{key}_ms_t": cint(A.types[f"{name}_ms"])}
-
-
 def gate_tables(gates, carry: bool = False) -> tuple[np.ndarray, list[int]]:
     """All gate tables, each padded to the longest (its last entry repeated, never read) so
     that a block partition by the gate count gives every gate its own memory (one lookup per
@@ -100,8 +72,13 @@ def unit_major(rows: list[np.ndarray]) -> np.ndarray:
 
 def cell_limit(products_attr: str) -> Callable[[Any], int]:
     """The ``ALLOCATION`` limit of a cell's weight products (the layer attribute
-    ``products_attr``) at the layer's reuse factor: ``ceil(products / R)`` (ops/work.py)."""
-    return lambda layer: multiplier_limit(layer.get_attr(products_attr), 0, layer.get_attr("reuse_factor", 1))
+    ``products_attr``) at the layer's reuse factor: ``ceil(products / R)`` (ops/base/cost.py)."""
+    return lambda layer: multiplier_limit(layer.get_attr(products_attr), 0, layer_reuse(layer))
+
+
+def cell_weights(names: tuple[str, ...]) -> tuple[Weight, ...]:
+    """A recurrent layer's arrays, each the C++ array ``<name><index>``."""
+    return tuple(Weight(name, f"{name}{{index}}") for name in names)
 
 
 def bias_codes(codes, frac: int | None, n: int, acc_frac: int) -> tuple[np.ndarray, int]:
@@ -109,10 +86,6 @@ def bias_codes(codes, frac: int | None, n: int, acc_frac: int) -> tuple[np.ndarr
     if codes is None:
         return np.zeros(n, dtype=np.int64), acc_frac
     return np.asarray(codes, dtype=np.int64), int(frac)
-
-
-def typedefs(A: cp.IntervalArith, names) -> str:
-    return "\n".join(f"    typedef {cint(A.types[n])} {n}_t;" for n in names)
 
 
 def add_weights_layer(hls, node, out: TensorType, x: TensorType, class_name: str, attrs: dict, arrays: dict,
@@ -128,30 +101,6 @@ def add_weights_layer(hls, node, out: TensorType, x: TensorType, class_name: str
 def require_zero_states(states: list[np.ndarray], node, what: str) -> None:
     if any(np.any(s) for s in states):
         raise UnsupportedModelError(f"node '{node.name}': the HLS {what} starts from zero states; this model's are not zero")
-
-
-def sequence_extension(layer: str, prefix: str, weights: tuple[str, ...], flags: tuple[str, ...]) -> Extension:
-    """A recurrent cell over a whole (steps, features) sequence; ``body`` holds the rendered
-    per-cell types and constants."""
-    ints = ("n_steps", "n_in", "n_hidden", "n_out")
-    types, limit = weight_types(weights), cell_limit("weight_products")
-    return Extension(
-        layer, "A quantized recurrent cell over a whole sequence, on integer codes.", "rnn", "nnet_tessera_rnn.h",
-        config_keys=ints + ("reverse", "return_sequences", *flags, "wkind", "body"), output_shape=out_shape_attr,
-        attributes=ints + ("weight_products",), flags=("reverse", "return_sequences", *flags), texts=("wkind", "body"),
-        weights=tuple(Weight(w, f"{w}{{index}}", w) for w in weights), prefix=prefix,
-        config_types=lambda layer: {**types(layer), "multiplier_limit": limit(layer)})
-
-
-def frames_extension(layer: str, prefix: str, weights: tuple[str, ...], doc: str) -> Extension:
-    """A ConvLSTM over a frame sequence (channels-last frames); ``body`` holds its cells."""
-    ints = ("n_steps", "n_in", "n_hidden", "height", "width", "kernel", "steps_out")
-    types, enc, fc = weight_types(weights), cell_limit("enc_products"), cell_limit("fc_products")
-    return Extension(layer, doc, "rnn", "nnet_tessera_convlstm.h", config_keys=ints + ("body",), output_shape=out_shape_attr,
-                     attributes=ints + ("enc_products", "fc_products"), texts=("body",),
-                     weights=tuple(Weight(w, f"{w}{{index}}", w) for w in weights), prefix=prefix,
-                     config_types=lambda layer: {**types(layer), "enc_multiplier_limit": enc(layer),
-                                                 "fc_multiplier_limit": fc(layer)})
 
 
 def recurrent_work(op: cp.CellOp, attrs, ins, out, *, states: int, mults: int, taps: int, steps: int,
@@ -213,6 +162,6 @@ def check_dense_cell(what: str, attrs, x: TensorType, node: str) -> None:
     check_biases(what, attrs.gates, attrs.hidden, node)
 
 
-__all__ = ["add_weights_layer", "bias_codes", "check_biases", "check_dense_cell", "check_table_inputs", "cint",
-           "codebook", "frames_extension", "gate_tables", "int_precision", "quant_fields", "recurrent_work",
-           "requant_fields", "require_zero_states", "sequence_extension", "shift", "typedefs", "unit_major"]
+__all__ = ["add_weights_layer", "bias_codes", "cell_limit", "cell_weights", "check_biases", "check_dense_cell",
+           "check_table_inputs", "cint", "codebook", "gate_tables", "int_precision", "recurrent_work", "require_zero_states",
+           "shift", "unit_major"]

@@ -12,23 +12,24 @@ by the importer) and become integer codes on their own power-of-two grid.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
-from ..ir.meaning import CodeScale
-from ..ir.types import FixedType, dyadic_codes
-from ..ops import cellprog as cp
-from ..ops import convlstm, gru, lstm, quant
-from ..ops.rounding import Rounding
+from ...errors import UnsupportedModelError
+from ...exact.rounding import Rounding
+from ...ir.meaning import CodeScale
+from ...ir.types import FixedType, dyadic_codes
+from ...ops import convlstm, gru, lstm, quant
+from ...ops.cells import program as cp
+from ..attributes import CONVLSTM_QUANTIZERS, GRU_QUANTIZERS, LSTM_QUANTIZERS, attribute, required_attribute
+from ..load import QONNX_DOMAIN, TESSERA_DOMAIN
+from ..registry import handles
+from ..state import ImportState
+from ..values import CellState, Const, Tensor, whole_number
 
-RECURRENT_OPS = {"QuantLSTMCell", "QuantGRUCell", "QuantConvLSTMCell"}
-
-LSTM_QUANTIZERS = ("output", "cell_state", "input_acc", "forget_acc", "cell_acc", "output_acc", "input_sigmoid",
-                   "forget_sigmoid", "cell_tanh", "output_sigmoid", "hidden_state_tanh")
-GRU_QUANTIZERS = ("reset_acc", "update_acc", "new_acc", "reset_sigmoid", "update_sigmoid", "new_tanh", "output")
 
 
 def _dyadic(scale: Fraction) -> tuple[int, int]:
@@ -61,24 +62,25 @@ def _quant(node, what: str, scale, zp, bits, signed, narrow, rounding) -> tuple[
     if zp is not None and np.any(np.asarray(zp) != 0):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} quantizer has a non-zero zero point")
     frac, mult = _scale(node, what, scale)
-    b = float(bits.ravel()[0])
-    if bits.size != 1 or b != int(b) or not 2 <= b <= 32:
-        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} bit width {b} is not an integer in 2..32")
+    b = whole_number(bits)
+    if b is None or not 2 <= b <= 32:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {what} bit width {bits.ravel()[:2]} is not an "
+                                    "integer in 2..32")
     try:
         mode = Rounding.parse(rounding)
     except ValueError:
         raise UnsupportedModelError(
             f"node '{node.name}' ({node.op_type}): {what} rounding mode {str(rounding).upper()} is unknown") from None
-    return quant.Attrs(FixedType(int(b), frac, bool(signed)), bool(narrow), mode), mult
+    return quant.Attrs(FixedType(b, frac, bool(signed)), bool(narrow), mode), mult
 
 
-def _attr_quants(imp, node, names) -> tuple[dict, dict]:
+def _attr_quants(node, names) -> tuple[dict, dict]:
     """Quantizers given as ``<q>_scale`` / ``<q>_bit_width`` / ... attributes, and their multipliers."""
     qs, mults = {}, {}
     for q in names:
-        qs[q], mults[q] = _quant(node, q, imp.attr(node, f"{q}_scale"), None, imp.attr(node, f"{q}_bit_width"),
-                                 imp.attr(node, f"{q}_signed", 1), imp.attr(node, f"{q}_narrow", 0),
-                                 imp.attr(node, f"{q}_rounding_mode", "ROUND"))
+        qs[q], mults[q] = _quant(node, q, attribute(node, f"{q}_scale"), None, attribute(node, f"{q}_bit_width"),
+                                 attribute(node, f"{q}_signed", 1), attribute(node, f"{q}_narrow", 0),
+                                 attribute(node, f"{q}_rounding_mode", "ROUND"))
     return qs, mults
 
 
@@ -110,6 +112,25 @@ def _bias(node, b: np.ndarray | None, what: str) -> tuple[np.ndarray | None, int
     return w.codes, w.frac
 
 
+def _lstm_bias(node, b: Const | None, hidden: int, what: str) -> tuple[np.ndarray | None, int, int]:
+    """A QuantLSTMCell gate's bias as ``(codes, frac, mult)``, ``codes * mult * 2**-frac``: None
+    for brevitas' ``bias=False`` (one constant 0), one value broadcast over the rows; values
+    that are no fixed-point number of at most 40 fractional bits (an ``Int16Bias`` on the float
+    scale ``s_x * s_w``) as their Quant's integer codes and one dyadic scale."""
+    if b is None or (b.value.size == 1 and not b.value.any()):
+        return None, 0, 1
+    values = np.broadcast_to(b.value.reshape(-1), (hidden,))
+    try:
+        codes, frac = _bias(node, values, what)
+        return codes, frac, 1
+    except UnsupportedModelError:
+        scales = None if not b.float_scaled else np.unique(b.scale)
+        if scales is None or scales.size != 1:
+            raise
+    frac, mult = _scale(node, what, scales)
+    return np.broadcast_to(b.codes.reshape(-1), (hidden,)).astype(np.int64), frac, mult
+
+
 def _state_codes(node, v: np.ndarray | None, q: quant.Attrs, n: int, what: str, mult: int = 1) -> np.ndarray:
     """Initial state codes after the state's quantizer (zero when absent)."""
     if v is None:
@@ -120,60 +141,90 @@ def _state_codes(node, v: np.ndarray | None, q: quant.Attrs, n: int, what: str, 
     return quant.quantize_float(q, v / mult)
 
 
-def _common(imp, node):
-    if int(imp.attr(node, "batch_first", 1)) != 1:
+def _common(node):
+    if int(attribute(node, "batch_first", 1)) != 1:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): only batch_first=1 is supported")
 
 
-def import_lstm(imp, node) -> None:
+@handles("QuantLSTMCell", domain=QONNX_DOMAIN)
+def import_lstm(state: ImportState, node) -> None:
     """brevitas ``QuantLSTMCell`` -> ``lstm``."""
-    _common(imp, node)
+    _common(node)
     if len(node.input) != 48:
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): expected 48 inputs, got {len(node.input)}")
-    x = imp.value(node.input[0], node)
-    x_scale = _input_scale(imp, node, x)
-    c = [None] + [imp.const_or_none(n, node) for n in node.input[1:]]
+    _refuse_bidirectional(state, node)
+    x = state.tensor(node.input[0], node)
+    x_scale = _input_scale(state, node, x)
+    c = [None] + [state.const_or_none(n, node) for n in node.input[1:]]
     qs, mults = {}, {}
     for k, name in enumerate(LSTM_QUANTIZERS):
         s, z, b = c[15 + 3 * k: 18 + 3 * k]
         if s is None or b is None:
             raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): quantizer {name} must be constant")
-        narrow = imp.attr(node, f"{name}_narrow", imp.attr(node, f"{name}_narrow_range", 0))
-        qs[name], mults[name] = _quant(node, name, s, z, b, imp.attr(node, f"{name}_signed", 1), narrow,
-                                       imp.attr(node, f"{name}_rounding_mode", "ROUND"))
+        narrow = attribute(node, f"{name}_narrow", attribute(node, f"{name}_narrow_range", 0))
+        qs[name], mults[name] = _quant(node, name, s, z, b, attribute(node, f"{name}_signed", 1), narrow,
+                                       attribute(node, f"{name}_rounding_mode", "ROUND"))
     w_in, w_h, biases = c[3:7], c[7:11], c[11:15]
     if any(w is None for w in w_in + w_h):
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): weights must be constant")
+    _check_lstm_shapes(node, w_in, w_h, biases)
+    hidden = int(np.shape(w_h[0])[0])
     acc_q = ("input_acc", "forget_acc", "cell_acc", "output_acc")
     act_q = ("input_sigmoid", "forget_sigmoid", "cell_tanh", "output_sigmoid")
     gates = []
     for k, g in enumerate(lstm.GATES):
-        b, bf = _bias(node, biases[k], f"bias of gate {g}")
+        b, bf, bm = _lstm_bias(node, state.values.get(node.input[11 + k]) if biases[k] is not None else None, hidden,
+                               f"bias of gate {g}")
         wx, wh = _factored([_weights(node, w_in[k], f"input weights of gate {g}"),
                             _weights(node, w_h[k], f"hidden weights of gate {g}")])
         gates.append(lstm.Gate(wx, wh, b, bf, qs[acc_q[k]],
                                cp.Act("tanh" if g == "c" else "sigmoid", qs[act_q[k]], mults[act_q[k]]),
-                               acc_mult=mults[acc_q[k]]))
-    hidden = gates[0].wh.codes.shape[0]
+                               acc_mult=mults[acc_q[k]], bias_mult=bm))
     attrs = lstm.Attrs(tuple(gates), qs["cell_state"], cp.Act("tanh", qs["hidden_state_tanh"], mults["hidden_state_tanh"]),
                        qs["output"],
                        _state_codes(node, c[1], qs["output"], hidden, "H0", mults["output"]),
                        _state_codes(node, c[2], qs["cell_state"], hidden, "C0", mults["cell_state"]),
-                       cifg=bool(imp.attr(node, "cifg", 0)), reverse=bool(imp.attr(node, "reverse_input", 0)),
+                       cifg=bool(attribute(node, "cifg", 0)), reverse=bool(attribute(node, "reverse_input", 0)),
                        cell_mult=mults["cell_state"], out_mult=mults["output"], x_scale=x_scale)
-    imp.add(node, lstm.OP, [x], attrs, reads_real=x_scale is not None)
-    _output_scale(imp, node, qs["output"], mults["output"])
+    state.add(node, lstm.OP, [x], attrs, reads_real=x_scale is not None)
+    _output_scale(state, node, qs["output"], mults["output"])
 
 
-def _output_scale(imp, node, out_q: quant.Attrs, mult: int) -> None:
+def _refuse_bidirectional(state, node) -> None:
+    """brevitas' bidirectional QuantLSTM: two cells (``reverse_input`` 0 and 1), each quantizing
+    the input with its own quantizer, their sequences concatenated on the feature axis."""
+    producers = {o: n for n in state.model.graph.node for o in n.output}
+    for user in state.users(node.output[0]):
+        cells = [producers.get(i) for i in user.input if i != node.output[0]]
+        if user.op_type == "Concat" and any(c is not None and c.op_type == node.op_type for c in cells):
+            raise UnsupportedModelError(
+                f"node '{node.name}' (QuantLSTMCell): a bidirectional LSTM (its sequence concatenated with another "
+                f"cell's by '{user.name}', axis {attribute(user, 'axis')}) is not supported: the two directions' "
+                "outputs, each on its own output quantizer's scale, would join along the features of a sequence, "
+                "where the design has neither a concatenation nor a scale per feature")
+
+
+def _check_lstm_shapes(node, w_in: list, w_h: list, biases: list) -> None:
+    """Every gate's input weights (H, I), hidden weights (H, H) and bias (H,) or none."""
+    hidden, inputs = np.shape(w_h[0])[:1], np.shape(w_in[0])[1:2]
+    for g, wx, wh, b in zip(lstm.GATES, w_in, w_h, biases):
+        if np.shape(wx) != hidden + inputs or np.shape(wh) != hidden * 2 or len(hidden) != 1 or \
+                (b is not None and np.size(b) not in (hidden[0], 1)):
+            raise UnsupportedModelError(
+                f"node '{node.name}' (QuantLSTMCell): gate {g} has input weights {list(np.shape(wx))}, hidden weights "
+                f"{list(np.shape(wh))} and bias {list(np.shape(b)) if b is not None else None}; expected (H, I), (H, H), "
+                "(H,)")
+
+
+def _output_scale(state, node, out_q: quant.Attrs, mult: int) -> None:
     """A float-scale output: its codes carry the output quantizer's scale in the graph."""
     if mult != 1:
-        imp.graph.scales[node.output[0]] = CodeScale((cp.scale_of(mult, out_q.out.frac),), (Fraction(0),))
+        state.graph.scales[node.output[0]] = CodeScale((cp.scale_of(mult, out_q.out.frac),), (Fraction(0),))
 
 
-def _input_scale(imp, node, x) -> tuple[int, int] | None:
+def _input_scale(state, node, x) -> tuple[int, int] | None:
     """``(frac, mult)`` of float-scaled input codes (None: the input's own fixed-point type)."""
-    scale = imp.graph.scales.get(x)
+    scale = state.graph.scales.get(x)
     if scale is None:
         return None
     if len(scale.scale) != 1 or any(z != 0 for z in scale.zero):
@@ -190,18 +241,22 @@ def _input_scale(imp, node, x) -> tuple[int, int] | None:
     return frac, mult
 
 
-def import_gru(imp, node) -> None:
+@handles("QuantGRUCell", domain=TESSERA_DOMAIN)
+def import_gru(state: ImportState, node) -> None:
     """Tessera ``QuantGRUCell`` -> ``gru``."""
-    _common(imp, node)
-    x = imp.value(node.input[0], node)
-    x_scale = _input_scale(imp, node, x)
-    c = [None] + [imp.const_or_none(n, node) for n in node.input[1:]] + [None] * (6 - len(node.input))
+    _common(node)
+    x = state.tensor(node.input[0], node)
+    x_scale = _input_scale(state, node, x)
+    c = [None] + [state.const_or_none(n, node) for n in node.input[1:]] + [None] * (6 - len(node.input))
     h0, w_ih, w_hh, b_ih, b_hh = c[1:6]
     if w_ih is None or w_hh is None:
         raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): weights must be constant")
-    qs, mults = _attr_quants(imp, node, GRU_QUANTIZERS)
-    hidden = int(imp.attr(node, "hidden_size", w_hh.shape[1]))
-    if str(imp.attr(node, "gate_order", "rzn")) != "rzn" or w_ih.shape[0] != 3 * hidden or w_hh.shape != (3 * hidden, hidden):
+    qs, mults = _attr_quants(node, GRU_QUANTIZERS)
+    if w_ih.ndim != 2 or w_hh.ndim != 2:
+        raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): weights of shapes {list(w_ih.shape)} and "
+                                    f"{list(w_hh.shape)}; expected (3H, I) and (3H, H)")
+    hidden = int(attribute(node, "hidden_size", w_hh.shape[1]))
+    if str(attribute(node, "gate_order", "rzn")) != "rzn" or w_ih.shape[0] != 3 * hidden or w_hh.shape != (3 * hidden, hidden):
         raise UnsupportedModelError(f"node '{node.name}' (QuantGRUCell): expects gate order rzn and (3H, .) weights")
     wxs = _factored([_weights(node, w_ih[k * hidden:(k + 1) * hidden], f"input weights of gate {g}")
                      for k, g in enumerate(gru.GATES)])
@@ -216,34 +271,23 @@ def import_gru(imp, node) -> None:
         gates.append(gru.Gate(wxs[k], whs[k], bx, bxf, bh, bhf, qs[acc],
                               cp.Act("tanh" if g == "n" else "sigmoid", qs[act], mults[act]), acc_mult=mults[acc]))
     attrs = gru.Attrs(tuple(gates), qs["output"], _state_codes(node, h0, qs["output"], hidden, "H0", mults["output"]),
-                      reverse=bool(imp.attr(node, "reverse_input", 0)), out_mult=mults["output"], x_scale=x_scale)
-    imp.add(node, gru.OP, [x], attrs, reads_real=x_scale is not None)
-    _output_scale(imp, node, qs["output"], mults["output"])
+                      reverse=bool(attribute(node, "reverse_input", 0)), out_mult=mults["output"], x_scale=x_scale)
+    state.add(node, gru.OP, [x], attrs, reads_real=x_scale is not None)
+    _output_scale(state, node, qs["output"], mults["output"])
 
 
-CONVLSTM_QUANTIZERS = ("input_acc", "forget_acc", "cell_acc", "output_acc", "input_sigmoid", "forget_sigmoid",
-                       "cell_tanh", "output_sigmoid", "hidden_state_tanh", "cell_state", "output")
-
-
-class CellState:
-    """The last ``h`` or ``c`` of a recurrent IR node (only a forecaster cell may read it)."""
-
-    def __init__(self, node, which: str) -> None:
-        self.node, self.which = node, which
-
-
-def _convlstm_cell(imp, node, has_input: bool):
-    c = [None] + [imp.const_or_none(n, node) if i not in (1, 2) or has_input else None
+def _convlstm_cell(state, node, has_input: bool):
+    c = [None] + [state.const_or_none(n, node) if i not in (1, 2) or has_input else None
                   for i, n in enumerate(node.input[1:], start=1)] + [None] * (6 - len(node.input))
     w_x, w_h, b = c[3:6]
-    qs, mults = _attr_quants(imp, node, CONVLSTM_QUANTIZERS)
-    hc = int(imp.attr(node, "hidden_channels"))
-    k = int(imp.attr(node, "kernel_size"))
-    if str(imp.attr(node, "gate_order", "ifco")) != "ifco" or w_h is None or w_h.shape != (4 * hc, hc, k, k):
+    qs, mults = _attr_quants(node, CONVLSTM_QUANTIZERS)
+    hc = int(required_attribute(node, "hidden_channels"))
+    k = int(required_attribute(node, "kernel_size"))
+    if str(attribute(node, "gate_order", "ifco")) != "ifco" or w_h is None or w_h.shape != (4 * hc, hc, k, k):
         raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): expects gate order ifco and (4Hc, Hc, k, k) state kernels")
-    if has_input and (w_x is None or w_x.shape[0] != 4 * hc):
+    if has_input and (w_x is None or w_x.ndim != 4 or w_x.shape[0] != 4 * hc or w_x.shape[2:] != (k, k)):
         raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): input kernels must be constant (4Hc, C, k, k)")
-    bias_on = str(imp.attr(node, "bias_on", "x" if has_input else "h"))
+    bias_on = str(attribute(node, "bias_on", "x" if has_input else "h"))
     if bias_on not in ("x", "h"):
         raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): bias_on must be 'x' or 'h'")
     acc_q = ("input_acc", "forget_acc", "cell_acc", "output_acc")
@@ -262,38 +306,37 @@ def _convlstm_cell(imp, node, has_input: bool):
                          mults["output"]), c
 
 
-def import_convlstm(imp, node) -> None:
+@handles("QuantConvLSTMCell", domain=TESSERA_DOMAIN)
+def import_convlstm(state: ImportState, node) -> None:
     """Tessera ``QuantConvLSTMCell`` -> ``convlstm``: a cell with input starts a node (zero
     initial states); a cell without input whose ``H0``/``C0`` are another cell's last
     states becomes that node's forecaster."""
-    import dataclasses
-
-    _common(imp, node)
+    _common(node)
     has_input = bool(node.input[0])
     if has_input:
-        x = imp.value(node.input[0], node)
-        x_scale = _input_scale(imp, node, x)
-        cell, c = _convlstm_cell(imp, node, True)
+        x = state.tensor(node.input[0], node)
+        x_scale = _input_scale(state, node, x)
+        cell, c = _convlstm_cell(state, node, True)
         if any(v is not None and np.any(v) for v in c[1:3]):
             raise UnsupportedModelError(f"node '{node.name}' (QuantConvLSTMCell): only zero initial states are supported")
-        imp.add(node, convlstm.OP, [x], convlstm.Attrs(cell, x_scale=x_scale), reads_real=x_scale is not None)
-        _output_scale(imp, node, cell.out, cell.out_mult)
-        ir = imp.graph.nodes[-1]
+        state.add(node, convlstm.OP, [x], convlstm.Attrs(cell, x_scale=x_scale), reads_real=x_scale is not None)
+        _output_scale(state, node, cell.out, cell.out_mult)
+        ir = state.graph.nodes[-1]
         for out, which in zip(node.output[1:3], ("h", "c")):
             if out:
-                imp.env[out] = CellState(ir, which)
+                state.values[out] = CellState(ir, which)
         return
-    h0, c0 = (imp.env.get(n) for n in node.input[1:3])
+    h0, c0 = (state.values.get(n) for n in node.input[1:3])
     if not (isinstance(h0, CellState) and isinstance(c0, CellState) and h0.node is c0.node and
             (h0.which, c0.which) == ("h", "c") and h0.node.attrs.forecaster is None):
         raise UnsupportedModelError(
             f"node '{node.name}' (QuantConvLSTMCell): a cell without input must start from another cell's last h and c")
-    cell, _ = _convlstm_cell(imp, node, False)
+    cell, _ = _convlstm_cell(state, node, False)
     prod = h0.node
-    if sum(1 for n in imp.model.graph.node if n.name in imp.live and prod.output in n.input):
+    if state.live_users(prod.output):
         raise UnsupportedModelError(f"node '{node.name}': the encoder's output sequence is also used elsewhere")
-    prod.attrs = dataclasses.replace(prod.attrs, forecaster=cell, steps_out=int(imp.attr(node, "steps")))
-    imp.graph.scales.pop(prod.output, None)  # the encoder's sequence is no longer an output
+    prod.attrs = dataclasses.replace(prod.attrs, forecaster=cell, steps_out=int(attribute(node, "steps")))
+    state.graph.scales.pop(prod.output, None)  # the encoder's sequence is no longer an output
     prod.output = node.output[0]
-    imp.env[node.output[0]] = node.output[0]
-    _output_scale(imp, node, cell.out, cell.out_mult)
+    state.values[node.output[0]] = Tensor(node.output[0])
+    _output_scale(state, node, cell.out, cell.out_mult)

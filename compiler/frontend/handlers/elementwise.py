@@ -1,0 +1,222 @@
+"""Elementwise ops: ``Relu``, ``LeakyRelu``, ``Clip``, the nonlinearities that fuse with
+their Quant into a table (``Sigmoid``, ``Tanh``), arithmetic with constants and between
+branches (``Add``, ``Sub``, ``Mul``, ``Div``), ``BatchNormalization`` and a trailing
+``Softmax``.
+
+Constant arithmetic and BatchNormalization act on a value in flight (the real constants
+after a layer, exact rationals: :mod:`..real`) or on the raw input before its Quant.  A clip
+there (ReLU is the clip to ``[0, inf)``) becomes the bounds of the Quant after it
+(:mod:`..clips`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+import onnx
+
+from ...errors import UnsupportedModelError
+from ...ir.types import dyadic_codes
+from ...exact.requant import Step
+from ...exact.rounding import Rounding
+from ...ops import OPS, Trait, leakyrelu, lut, merge, relu, rescale
+from ..attributes import attribute
+from ..load import QUANTIZERS
+from ..inflight import bend, bends_in_flight
+from ..real import as_affine, check_finite, clip_real, constant_arith, is_real, per_channel, real_add, weight_codes
+from ..registry import handles
+from ..state import ImportState
+from ..values import Affine, Const, RawInput, Tensor, fractions
+from .qcdq import clip_constant_or_codes
+
+
+@handles("Relu")
+def relu_node(state: ImportState, node: onnx.NodeProto) -> None:
+    """``max(v, 0)``: on a value in flight or the raw input, a clip for the Quant after it; on
+    codes ``q`` meaning ``(q - z) * s`` (``s > 0``), ``max(q, z)``: read only by quantizers,
+    that clip in flight (any real ``z``); else on codes, ``max(q, 0)`` for ``z = 0`` and the
+    primitive's clamp for an integer ``z``; refused for another ``z`` (real 0 has no code)."""
+    if isinstance(state.values.get(node.input[0]), (Affine, RawInput)):
+        clip_real(state, node, Fraction(0), None)
+        return
+    x = state.tensor(node.input[0], node)
+    meaning = state.graph.scales.get(x)
+    if meaning is None or not any(meaning.zero):
+        state.add(node, relu.OP, [x], relu.Attrs(), keeps_scale=True)  # max(0, (q - 0) * s) = max(0, q) * s
+        return
+    if all(u.op_type in QUANTIZERS for u in state.users(node.output[0])):
+        clip_real(state, node, Fraction(0), None)
+        return
+    pairs = meaning.each()
+    odd = [z for _, z in pairs if z.denominator != 1]
+    if odd:
+        raise UnsupportedModelError(
+            f"node '{node.name}' (Relu): on codes with zero point {float(odd[0]):g} (from '{state.graph.origin.get(x, x)}')"
+            f", real 0 is code {float(odd[0]):g}, no integer: supported only where quantizers alone read it")
+    hi = state.type_of(x).hi
+    steps = tuple(Step(Fraction(1), Fraction(0), Rounding.ROUND, int(z), max(int(z), hi)) for _, z in pairs)
+    state.add(node, rescale.OP, [x], rescale.Attrs(steps[:1] if len(set(steps)) == 1 else steps,
+                                                   rescale.out_type(min(s.qmin for s in steps), max(s.qmax for s in steps))),
+              reads_real=True)
+    state.graph.scales[node.output[0]] = meaning
+
+
+@handles("Clip")
+def clip(state: ImportState, node: onnx.NodeProto) -> None:
+    """``clip(x, min, max)`` between a layer and its Quant (the value in flight), on the input
+    before its Quant (a bound of the input's quantizer), on a constant, or on the codes of a
+    QuantizeLinear (their range)."""
+    if state.opset < 11:
+        bounds = [attribute(node, "min"), attribute(node, "max")]
+    else:
+        bounds = [state.const_or_none(node.input[i], node) if len(node.input) > i else None for i in (1, 2)]
+    if any(b is not None and np.asarray(b).size != 1 for b in bounds):
+        raise UnsupportedModelError(f"node '{node.name}' (Clip): min / max must be one number each")
+    lo, hi = (None if b is None else Fraction(float(np.asarray(b, dtype=np.float64).ravel()[0])) for b in bounds)
+    if lo is not None and hi is not None and lo > hi:
+        raise UnsupportedModelError(f"node '{node.name}' (Clip): min {float(lo)} is above max {float(hi)}")
+    if not clip_constant_or_codes(state, node, lo, hi):
+        clip_real(state, node, lo, hi)
+
+
+@handles("LeakyRelu")
+def leaky_relu(state: ImportState, node: onnx.NodeProto) -> None:
+    """On codes of a power-of-two grid, its own op (an exact dyadic slope); on a value in
+    flight or codes with a real meaning, a bend of the line (any rational slope) that the
+    Quant after it ends (:func:`..inflight.bend`)."""
+    alpha = np.float64(np.float32(attribute(node, "alpha", 0.01)))
+    if bends_in_flight(state, node):
+        bend(state, node, (Fraction(float(alpha)),))
+        return
+    try:
+        code, frac = dyadic_codes(np.array([alpha]))
+    except ValueError:
+        raise UnsupportedModelError(f"node '{node.name}' (LeakyRelu): slope {alpha} is not a fixed-point number") from None
+    state.add(node, leakyrelu.OP, [state.tensor(node.input[0], node)], leakyrelu.Attrs(int(code[0]), int(frac)))
+
+
+@handles("PRelu")
+def prelu(state: ImportState, node: onnx.NodeProto) -> None:
+    """``x >= 0 ? x : slope * x`` with a constant slope, one or one per channel: a bend of the
+    line that the Quant after it ends; one dyadic slope on codes of a power-of-two grid is the
+    LeakyRelu op."""
+    slope = state.const(state.input_name(node, 1, "the slope"), node, "the slope")
+    check_finite(slope, node, node.input[1])
+    x = state.values.get(node.input[0])
+    shape = state.type_of(x.value if isinstance(x, Affine) else state.tensor(node.input[0], node)).shape
+    slopes = per_channel(node, slope, shape, "slope")
+    if len(slopes) == 1 and not bends_in_flight(state, node):
+        try:
+            code, frac = dyadic_codes(np.array([float(slopes[0])]))
+        except ValueError:
+            code = None
+        if code is not None:
+            state.add(node, leakyrelu.OP, [state.tensor(node.input[0], node)], leakyrelu.Attrs(int(code[0]), int(frac)))
+            return
+    bend(state, node, slopes)
+
+
+@handles("Sigmoid", "Tanh")
+def lookup_table(state: ImportState, node: onnx.NodeProto) -> None:
+    """Sigmoid/Tanh must feed exactly one Quant: the pair becomes one lookup table."""
+    function = node.op_type.lower()
+    state.defer_to_quant(node, lut.OP, lambda q: lut.Attrs(function, q),
+                         "a nonlinearity must be followed by a Quant to be exact")
+
+
+# -- arithmetic ------------------------------------------------------------------------
+@handles("Mul", "Sub", "Div")
+def constant_operand(state: ImportState, node: onnx.NodeProto) -> None:
+    if not constant_arith(state, node):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): only a constant operand on a layer's "
+                                    "output (before its Quant) or on the input (before its first Quant) is supported")
+
+
+@handles("Add")
+def add(state: ImportState, node: onnx.NodeProto) -> None:
+    """A constant on a value in flight or on the raw input (folded); two branches (a merge,
+    aligned exactly where scales are real); a constant bias after a MatMul / Conv (folded
+    into the layer)."""
+    kinds = [state.values.get(v) for v in node.input]
+    if any(isinstance(k, (Affine, RawInput)) for k in kinds) and constant_arith(state, node):
+        return
+    if real_add(state, node):
+        return
+    if not any(isinstance(k, Const) for k in kinds):
+        a, c = node.input
+        state.add(node, merge.ADD, [state.tensor(a, node), state.tensor(c, node)], merge.Attrs())
+        return
+    _fold_bias(state, node)
+
+
+def _fold_bias(state: ImportState, node: onnx.NodeProto) -> None:
+    """``layer(x) + b`` with a constant ``b``: the bias of the layer."""
+    a, c = node.input
+    if isinstance(state.values.get(a), Const):
+        a, c = c, a
+    src = state.tensor(a, node)
+    b = state.const(c, node, "one operand")
+    prod = state.graph.producer(src)
+    layer = OPS[prod.op] if prod is not None else None
+    if layer is None or Trait.LINEAR not in layer.traits or prod.attrs.bias is not None:
+        raise UnsupportedModelError(f"node '{node.name}' (Add): only a constant bias after MatMul/Conv is supported")
+    shape = state.type_of(src).shape
+    each = per_channel(node, b, shape, "the bias")  # one per output channel: its broadcast checked
+    if layer.bias_size(prod.attrs) != shape[0]:
+        raise UnsupportedModelError(f"node '{node.name}' (Add): bias of shape {list(b.shape)} does not match the layer")
+    bcodes, btype = weight_codes(np.array([float(v) for v in each] * (shape[0] // len(each))),
+                                 f"node '{node.name}' bias")
+    if len(state.users(a)) != 1:
+        raise UnsupportedModelError(f"node '{node.name}' (Add): the layer output '{a}' is also used before its bias")
+    prod.attrs = layer.with_bias(prod.attrs, bcodes, btype)
+    prod.output = node.output[0]  # the Add folds into the layer
+    state.graph.origin[prod.output] = node.name
+    state.values[node.output[0]] = Tensor(node.output[0])
+
+
+# -- BatchNormalization and a trailing Softmax ---------------------------------------------
+@handles("BatchNormalization")
+def batch_normalization(state: ImportState, node: onnx.NodeProto) -> None:
+    gamma, beta, mean, var = (np.asarray(state.const(state.input_name(node, i, what), node, f"input '{node.input[i]}'"),
+                                         dtype=np.float64)
+                              for i, what in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "variance")))
+    eps = float(np.float32(attribute(node, "epsilon", 1e-5)))
+    if len({gamma.size, beta.size, mean.size, var.size}) != 1:
+        raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): scale, bias, mean and variance have "
+                                    f"{gamma.size}, {beta.size}, {mean.size} and {var.size} values; one per channel each")
+    if np.any(var + eps <= 0):
+        raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): variance + epsilon is not positive")
+    if not is_real(state, node.input[0]):
+        raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): only after a MatMul/Gemm/Conv (on its "
+                                    "accumulator) is supported")
+    f = as_affine(state, node.input[0], node)
+    if f.clipped:
+        raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): after a ReLU/Clip without a Quant "
+                                    "between them is not supported")
+    scale = gamma / np.sqrt(var + eps)  # float64, once: the model's meaning (docs/bit-exact.md)
+    shift = beta - scale * mean
+    A, B = fractions(scale), fractions(shift)
+    shape = state.type_of(f.value).shape
+    if len(A) != shape[0] or len(B) != shape[0]:
+        raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): {len(A)} channels for a tensor of "
+                                    f"shape {list(shape)}")
+    pairs = f.each() if f.channels > 1 else [f.each()[0]] * len(A)
+    state.values[node.output[0]] = replace(f, a=tuple(A[c] * p[0] for c, p in enumerate(pairs)),
+                                           b=tuple(A[c] * p[1] + B[c] for c, p in enumerate(pairs)), source=node.name)
+
+
+@handles("Softmax")
+def softmax(state: ImportState, node: onnx.NodeProto) -> None:
+    """A trailing Softmax: the design computes its logits exactly and stops there (a one-line
+    notice; the independent check compares the logits)."""
+    if node.output[0] != state.model.graph.output[0].name:
+        raise UnsupportedModelError(f"node '{node.name}' (Softmax): only a Softmax producing the graph output is "
+                                    "supported (the design then outputs its logits)")
+    state.values[node.output[0]] = state.values.get(node.input[0])
+    state.graph.softmax = node.name
+
+
+__all__ = ["add", "batch_normalization", "clip", "constant_operand", "leaky_relu", "lookup_table", "prelu", "relu_node",
+           "softmax"]

@@ -1,0 +1,154 @@
+"""Shape and data movement: ``Flatten``, ``Reshape``, ``Transpose``, ``DepthToSpace``,
+``Concat``, ``Gather`` (the last step of a recurrent sequence), and what passes its input on
+(``Identity``, ``Dropout`` at inference) or holds a value (``Constant``).
+
+Codes are moved, not changed; a flatten or reshape of the raw input before its Quant gives
+the design's input the new shape."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ...errors import UnsupportedModelError
+from ...ops import depthtospace, flatten, merge, transpose
+from ..attributes import attribute, required_attribute
+from ..inflight import in_flight, join, move
+from ..real import reshape_input
+from ..registry import handles
+from ..state import ImportState
+from ..values import Const, RawInput, Tensor
+
+
+@handles("Flatten")
+def flatten_node(state: ImportState, node: onnx.NodeProto) -> None:
+    axis = state.axis(node, node.input[0], 1)
+    raw = state.values.get(node.input[0])
+    if isinstance(raw, RawInput) and axis == 1:
+        reshape_input(state, node, raw, (math.prod(raw.shape),))
+        return
+    if axis != 1:
+        raise UnsupportedModelError(f"node '{node.name}' (Flatten): attribute axis={attribute(node, 'axis')} is not "
+                                    "supported (only 1)")
+    _flatten(state, node)
+
+
+def _flatten(state: ImportState, node: onnx.NodeProto) -> None:
+    """Codes flattened; a value in flight keeps flying, its constants one per element."""
+    if in_flight(state, node.input[0]):
+        move(state, node, flatten.OP, flatten.Attrs())
+        return
+    state.add(node, flatten.OP, [state.tensor(node.input[0], node)], flatten.Attrs())
+
+
+@handles("Reshape")
+def reshape(state: ImportState, node: onnx.NodeProto) -> None:
+    shape = state.const(state.input_name(node, 1, "the target shape"), node, "the target shape").astype(np.int64).ravel()
+    zero_copies = not attribute(node, "allowzero", 0)  # allowzero=0: a 0 copies the input's dimension
+    if len(shape) != 2 or shape[1] not in (-1, int(np.prod(state.shape_of(node.input[0])))) or \
+            not (shape[0] in (-1, 1) or (shape[0] == 0 and zero_copies)):
+        raise UnsupportedModelError(f"node '{node.name}' (Reshape): only flattening to (N, -1) is supported, got "
+                                    f"{shape.tolist()} (allowzero={attribute(node, 'allowzero', 0)})")
+    raw = state.values.get(node.input[0])
+    if isinstance(raw, RawInput):
+        reshape_input(state, node, raw, (math.prod(raw.shape),))
+        return
+    _flatten(state, node)
+
+
+@handles("Transpose")
+def transpose_node(state: ImportState, node: onnx.NodeProto) -> None:
+    """Swapping the two axes after the batch (e.g. frames (N, T, C, H, W) <-> volume
+    (N, C, T, H, W) around a per-frame 1x1x1 Conv): a relabelling, no data movement."""
+    perm = list(attribute(node, "perm", []))
+    if len(perm) < 3 or perm[:3] != [0, 2, 1] or perm[3:] != list(range(3, len(perm))):
+        raise UnsupportedModelError(f"node '{node.name}' (Transpose): only swapping axes 1 and 2 is supported, got {perm}")
+    if in_flight(state, node.input[0]):
+        move(state, node, transpose.OP, transpose.Attrs())
+        return
+    state.add(node, transpose.OP, [state.tensor(node.input[0], node)], transpose.Attrs())
+
+
+@handles("DepthToSpace")
+def depth_to_space(state: ImportState, node: onnx.NodeProto) -> None:
+    """Channel blocks onto the spatial grid (PixelShuffle): codes moved, not changed (a value in
+    flight keeps flying: ESPCN's last convolution, then PixelShuffle, then its Quant)."""
+    mode = str(attribute(node, "mode", "DCR"))
+    if mode not in ("DCR", "CRD"):
+        raise UnsupportedModelError(f"node '{node.name}' (DepthToSpace): attribute mode={mode} is not DCR or CRD")
+    attrs = depthtospace.Attrs(int(required_attribute(node, "blocksize")), mode == "CRD")
+    if in_flight(state, node.input[0]):
+        move(state, node, depthtospace.OP, attrs)
+        return
+    state.add(node, depthtospace.OP, [state.tensor(node.input[0], node)], attrs)
+
+
+@handles("Concat")
+def concat(state: ImportState, node: onnx.NodeProto) -> None:
+    """Along channels (axis 1), of two or more activations: codes of any grids, codes with
+    real meanings (each channel keeps its own) or values in flight (:func:`..inflight.join`)."""
+    if state.axis(node, node.input[0]) != 1 or len(node.input) < 2:
+        raise UnsupportedModelError(f"node '{node.name}' (Concat): only two or more inputs along channels (axis 1) are "
+                                    f"supported, got axis={attribute(node, 'axis')} and {len(node.input)} inputs")
+    join(state, node)
+
+
+@handles("Gather")
+def gather(state: ImportState, node: onnx.NodeProto) -> None:
+    """``y[:, t]`` of a recurrent op's output sequence, for the last processed step only:
+    the op then outputs its last hidden state (e.g. a classifier on the final state)."""
+    src = state.tensor(node.input[0], node)
+    prod = state.graph.producer(src)
+    idx = state.const(state.input_name(node, 1, "the index"), node, "the index")
+    seq = prod is not None and getattr(prod.attrs, "return_sequences", False)
+    steps = state.graph.values[state.graph.input].shape[0] if seq else 0
+    if not seq or state.axis(node, node.input[0], 0) != 1 or idx.size != 1 or int(idx.ravel()[0]) not in (-1, steps - 1):
+        raise UnsupportedModelError(
+            f"node '{node.name}' (Gather): only the last step (axis 1, index -1) of a recurrent output is supported")
+    if len(state.live_users(src)) != 1:
+        raise UnsupportedModelError(f"node '{node.name}' (Gather): the sequence '{src}' is also used elsewhere")
+    prod.attrs = dataclasses.replace(prod.attrs, return_sequences=False)
+    prod.output = node.output[0]
+    state.graph.origin[prod.output] = node.name
+    state.values[node.output[0]] = Tensor(node.output[0])
+
+
+# -- what passes its input on, or holds a value ------------------------------------------
+@handles("Identity")
+def identity(state: ImportState, node: onnx.NodeProto) -> None:
+    state.values[node.output[0]] = state.values.get(node.input[0])
+
+
+@handles("Dropout")
+def dropout(state: ImportState, node: onnx.NodeProto) -> None:
+    """Dropout at inference passes its input: refuse a training_mode that is not a constant
+    False, and a mask output that something reads."""
+    if len(node.input) > 2 and node.input[2]:
+        mode = state.values.get(node.input[2])
+        if not isinstance(mode, Const) or np.any(mode.value):
+            raise UnsupportedModelError(f"node '{node.name}' (Dropout): input training_mode must be a constant False")
+    if len(node.output) > 1 and node.output[1] and state.users(node.output[1]):
+        raise UnsupportedModelError(f"node '{node.name}' (Dropout): the mask output is not supported")
+    identity(state, node)
+
+
+@handles("Constant")
+def constant(state: ImportState, node: onnx.NodeProto) -> None:
+    """The value of a Constant node (``value``, ``value_float(s)``, ``value_int(s)``), float64."""
+    if len(node.attribute) != 1:
+        raise UnsupportedModelError(f"node '{node.name}' (Constant): needs exactly one value attribute, "
+                                    f"has {len(node.attribute)}")
+    a = node.attribute[0]
+    if a.name == "value":
+        value = numpy_helper.to_array(a.t).astype(np.float64)
+    else:
+        value = np.asarray(onnx.helper.get_attribute_value(a), dtype=np.float64)
+    state.values[node.output[0]] = Const(value)
+
+
+__all__ = ["concat", "constant", "depth_to_space", "dropout", "flatten_node", "gather", "identity", "reshape",
+           "transpose_node"]

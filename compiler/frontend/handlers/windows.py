@@ -1,0 +1,281 @@
+"""Window and spatial ops: ``Pad`` (folded into the window op reading it), ``MaxPool``,
+``GlobalMaxPool``, ``AveragePool``, ``GlobalAveragePool``, nearest ``Resize``; and the
+window geometry every window op shares (:func:`window`).
+
+An average is not a fixed-point number.  On a power-of-two grid with a power-of-two ``Quant``
+after it, ``AveragePool`` / ``GlobalAveragePool`` fuse with that Quant into one op
+(``avgpool`` / ``globalavgpool``: the window sum and one exact rational rounding).  Anywhere
+else (float scales, zero points, a float-scaled Quant after it) the average is the exact
+window sum ``S`` (a depthwise convolution whose weights are all 1) with its real meaning
+``s_x * S / n - z_x * s_x`` in flight, so that the Quant after it is one proven ``rescale``
+(the requantization primitive of docs/bit-exact.md).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import onnx
+
+from ...errors import UnsupportedModelError
+from ...ir.types import FixedType, power_of_two_exponent
+from ...ops import avgpool, conv, globalavgpool, maxpool, upsample
+from ..attributes import attribute, ceil_mode_extra, explicit_pads, nearest_sources, required_attribute, schema_default
+from ..inflight import ascending, move
+from ..load import QUANTIZERS
+from ..registry import handles
+from ..state import ImportState
+from ..values import Affine, Const, Padded, RawInput, Tensor
+from .quantizers import drops_no_bits
+
+
+def window(state: ImportState, node: onnx.NodeProto, kernel: tuple[int, ...],
+           dilations: tuple[int, ...] = ()) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(strides, explicit pads) of a window op: ``auto_pad`` resolved with the ONNX formula
+    on the input's spatial shape (a dilated kernel spans ``(k - 1) * d + 1``), ``kernel_shape``
+    checked against the weights; the pads of a zero ``Pad`` before it added to its own."""
+    n = len(kernel)
+    given = attribute(node, "kernel_shape")
+    if given is not None and tuple(int(k) for k in given) != tuple(kernel):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute kernel_shape={list(given)} "
+                                    f"does not match the weights' {list(kernel)}")
+    strides = tuple(int(v) for v in attribute(node, "strides", [1] * n))
+    padded = state.values.get(node.input[0])
+    if isinstance(padded, Padded):  # a zero Pad before: its pads join the op's own
+        state.values[node.input[0]] = Tensor(padded.value)
+        own = window(state, node, kernel, dilations)[1]
+        return strides, tuple(a + b for a, b in zip(own, padded.pads))
+    pads = attribute(node, "pads")
+    auto_pad = str(attribute(node, "auto_pad", "NOTSET"))
+    spatial = state.shape_of(node.input[0])[1:] if auto_pad.startswith("SAME") else (0,) * n
+    if auto_pad.startswith("SAME") and len(spatial) != n:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute auto_pad={auto_pad} needs the "
+                                    "input's shape, which is unknown")
+    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilations or (1,) * n))
+    return strides, explicit_pads(node, auto_pad, tuple(spatial), span, strides,
+                                  None if pads is None else tuple(int(p) for p in pads))
+
+
+def kernel_shape(node: onnx.NodeProto) -> tuple[int, ...]:
+    return tuple(int(v) for v in required_attribute(node, "kernel_shape"))
+
+
+@handles("Pad")
+def pad(state: ImportState, node: onnx.NodeProto) -> None:
+    """A constant zero Pad of the spatial axes read only by a Conv or an AveragePool: its
+    pads join theirs (a zero is real 0 on codes without a zero point)."""
+    if state.opset < 11:
+        mode, pads, value = attribute(node, "mode", "constant"), required_attribute(node, "pads"), \
+            attribute(node, "value", 0.0)
+    else:
+        mode, pads = attribute(node, "mode", "constant"), state.const(state.input_name(node, 1, "pads"), node, "pads")
+        value = state.const_or_none(node.input[2], node) if len(node.input) > 2 else None
+        if len(node.input) > 3 and node.input[3]:
+            raise UnsupportedModelError(f"node '{node.name}' (Pad): the axes input is not supported")
+    pads = [int(p) for p in np.asarray(pads).ravel()]
+    value = 0.0 if value is None or not np.size(value) else float(np.asarray(value).ravel()[0])
+    users = state.users(node.output[0])
+    rank = len(pads) // 2
+    if mode != "constant" or value != 0 or min(pads, default=0) < 0 or rank < 3 or any(pads[i] for i in (0, 1, rank, rank + 1)):
+        raise UnsupportedModelError(f"node '{node.name}' (Pad): mode={mode} value={value} pads={pads}; only a constant "
+                                    "zero pad of the spatial axes is supported")
+    if len(users) != 1 or users[0].op_type not in ("Conv", "AveragePool"):
+        raise UnsupportedModelError(f"node '{node.name}' (Pad): only a Pad read by exactly one Conv or AveragePool is "
+                                    "supported (its pads join theirs)")
+    x = state.tensor(node.input[0], node)
+    if x in state.graph.scales and any(z != 0 for z in state.graph.scales[x].zero):
+        raise UnsupportedModelError(f"node '{node.name}' (Pad): padding codes with a zero point is not supported "
+                                    "(real 0 is not code 0)")
+    state.values[node.output[0]] = Padded(x, tuple(pads[2:rank] + pads[rank + 2:]), node.name)
+
+
+@handles("MaxPool")
+def max_pool(state: ImportState, node: onnx.NodeProto) -> None:
+    k = kernel_shape(node)
+    n = len(k)
+    if n not in (1, 2, 3):
+        raise UnsupportedModelError(f"node '{node.name}' (MaxPool): {n}D pooling is not supported (1D, 2D and 3D are)")
+    if len(node.output) > 1 and node.output[1] and state.users(node.output[1]):
+        raise UnsupportedModelError(f"node '{node.name}' (MaxPool): the Indices output is not supported")
+    s, pads = window(state, node, k)
+    f, x = _maximum_input(state, node)
+    if int(attribute(node, "ceil_mode", 0)):
+        # ONNX's ceil(...) + 1 outputs: the last windows reach past the end, into padding
+        # that takes no part (a window entirely in it is refused by the op)
+        extra = ceil_mode_extra(state.type_of(x).shape[1:], k, s, pads)
+        pads = tuple(pads[:n]) + tuple(p + e for p, e in zip(pads[n:], extra))
+    _maximum(state, node, f, x, maxpool.Attrs(k, s, tuple(pads) if any(pads) else ()))
+
+
+@handles("GlobalMaxPool")
+def global_max_pool(state: ImportState, node: onnx.NodeProto) -> None:
+    """The maximum over the spatial axes: a max pool whose window is the whole input."""
+    f, x = _maximum_input(state, node)
+    spatial = tuple(state.type_of(x).shape[1:])
+    if len(spatial) not in (2, 3):
+        raise UnsupportedModelError(f"node '{node.name}' (GlobalMaxPool): on a {len(spatial)}D input; 2D and 3D are "
+                                    "supported")
+    _maximum(state, node, f, x, maxpool.Attrs(spatial, spatial))
+
+
+def _maximum_input(state: ImportState, node: onnx.NodeProto) -> tuple[Affine | None, str]:
+    """(the value in flight as a non-decreasing function of its codes, or None; the IR value
+    the maximum reads)."""
+    v = state.values.get(node.input[0])
+    if isinstance(v, Affine):
+        f = ascending(state, node, v)
+        return f, f.value
+    return None, state.tensor(node.input[0], node)
+
+
+def _maximum(state: ImportState, node: onnx.NodeProto, f: Affine | None, x: str, attrs: maxpool.Attrs) -> None:
+    if f is not None:
+        move(state, node, maxpool.OP, attrs, f)
+        return
+    state.add(node, maxpool.OP, [x], attrs)
+
+
+# -- averages --------------------------------------------------------------------------
+@handles("AveragePool")
+def average_pool(state: ImportState, node: onnx.NodeProto) -> None:
+    k = kernel_shape(node)
+    n = len(k)
+    why = "must be 2D/3D and followed by exactly one Quant to be exact"
+    if n not in (2, 3):
+        raise UnsupportedModelError(f"node '{node.name}' (AveragePool): {why}")
+    # a Pad before: its zeros are data, counted by the divisor (only where the pool pads nothing itself)
+    explicit = isinstance(state.values.get(node.input[0]), Padded)
+    cip = bool(attribute(node, "count_include_pad", 0))
+    own_pads = any(attribute(node, "pads", ())) or attribute(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID")
+    if explicit and own_pads and not cip:
+        raise UnsupportedModelError(f"node '{node.name}' (AveragePool): pads of its own with count_include_pad=0 after "
+                                    "a Pad are not supported (the divisor would count some padding and not other)")
+    s, pads = window(state, node, k)
+    cip = cip or explicit
+    on_grid = _average_on_grid(state, node)
+    if int(attribute(node, "ceil_mode", 0) or 0):
+        pads = _ceil_pads(state, node, k, s, pads, refuse_partial=cip or not on_grid)
+    if on_grid:
+        state.defer_to_quant(node, avgpool.OP, lambda q: avgpool.Attrs(k, s, pads, cip, q), why)
+        return
+    if any(pads) and not cip:
+        raise UnsupportedModelError(
+            f"node '{node.name}' (AveragePool): count_include_pad=0 with pads {list(pads)} on real-scaled codes is not "
+            "supported (its divisor varies by position; pad explicitly or use count_include_pad=1)")
+    _window_sum(state, node, k, s, pads)
+
+
+def _ceil_pads(state: ImportState, node: onnx.NodeProto, k, s, pads, refuse_partial: bool) -> tuple[int, ...]:
+    """``ceil_mode=1``: ONNX's ``ceil((L - k) / s) + 1`` outputs.  A last window that runs past
+    the end averages its valid elements only (count_include_pad=0): the overhang is extra end
+    padding of the exact average.  Refused with ``refuse_partial`` (count_include_pad=1 counts
+    the declared pads and not the overhang; the window sum on real scales has one divisor)
+    and where a window would lie past the input entirely."""
+    n = len(k)
+    size = state.type_of(state.tensor(node.input[0], node)).shape[1:]
+    extra = ceil_mode_extra(size, k, s, pads)
+    for i, e in enumerate(extra):
+        if not e:
+            continue
+        if refuse_partial:
+            raise UnsupportedModelError(
+                f"node '{node.name}' (AveragePool): ceil_mode=1 adds a partial last window on spatial axis {i} "
+                "(its divisor differs from the others); supported only with count_include_pad=0 on a power-of-two "
+                "grid")
+        last = (size[i] + pads[i] + pads[n + i] + e - k[i]) // s[i] * s[i] - pads[i]
+        if last >= size[i]:
+            raise UnsupportedModelError(f"node '{node.name}' (AveragePool): ceil_mode=1 puts the last window on "
+                                        f"spatial axis {i} entirely past the input")
+    return tuple(pads[:n]) + tuple(p + e for p, e in zip(pads[n:], extra))
+
+
+@handles("GlobalAveragePool")
+def global_average_pool(state: ImportState, node: onnx.NodeProto) -> None:
+    """The mean over the spatial axes (no attributes)."""
+    if _average_on_grid(state, node):
+        state.defer_to_quant(node, globalavgpool.OP, globalavgpool.Attrs,
+                             "must be followed by exactly one Quant to be exact (an average is not a fixed-point "
+                             "number)")
+        return
+    spatial = tuple(state.type_of(state.tensor(node.input[0], node)).shape[1:])
+    _window_sum(state, node, spatial, spatial, (0,) * (2 * len(spatial)))
+
+
+def _average_on_grid(state: ImportState, node: onnx.NodeProto) -> bool:
+    """Whether the average's input is on a power-of-two grid and exactly one Quant with a
+    power-of-two scale and zero point 0 reads it (the fused, exact-division form); also True
+    where the fused form's own checks refuse the node in one line."""
+    v = state.values.get(node.input[0])
+    if isinstance(v, (Affine, RawInput)) or (isinstance(v, Tensor) and v.name in state.graph.scales):
+        return isinstance(v, RawInput)  # the input's own refusal (no Quant before the pool)
+    users = state.users(node.output[0])
+    if len(users) != 1 or users[0].op_type not in QUANTIZERS:
+        return True
+    q = users[0]
+    scale, zero = (state.values.get(v) for v in q.input[1:3])
+    if not isinstance(scale, Const) or not isinstance(zero, Const):
+        return True
+    if q.op_type == "Trunc" and not drops_no_bits(state, q):
+        return False  # its rounding of the sum: the primitive
+    return scale.value.size == 1 and power_of_two_exponent(scale.value) is not None and not np.any(zero.value)
+
+
+def _window_sum(state: ImportState, node: onnx.NodeProto, kernel: tuple[int, ...], strides, pads) -> None:
+    """The exact window sum ``S`` of each channel, its average in flight as an Affine."""
+    x = state.tensor(node.input[0], node)
+    pairs = state.code_scale(x).each()
+    zeros = [z for _, z in pairs if z]
+    if zeros and any(pads):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): a zero point {float(zeros[0]):g} on a padded "
+                                    "input is not supported (the padding is real 0, not code 0)")
+    c = state.type_of(x).shape[0]
+    ones = np.ones((c, 1, *kernel), dtype=np.int64)
+    state.add(node, conv.OP, [x], conv.Attrs(ones, FixedType(1, 0, False), None, None, tuple(strides), tuple(pads),
+                                            group=c))
+    count = math.prod(kernel)
+    state.values[node.output[0]] = Affine(node.output[0], tuple(s / count for s, _ in pairs),
+                                          tuple(-z * s for s, z in pairs), source=node.name)
+
+
+# -- upsampling --------------------------------------------------------------------------
+@handles("Resize")
+def resize(state: ImportState, node: onnx.NodeProto) -> None:
+    """Nearest upsampling by integer factors: the ONNX index mapping of the node's coordinate
+    transformation and nearest mode must be the copy ``floor(out / scale)``."""
+    if state.opset < 11:
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): opset {state.opset} Resize is not supported "
+                                    "(opset 11 or newer)")
+    x = state.tensor(node.input[0], node)
+    if len(node.input) > 3 and node.input[3]:
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): input sizes is not supported (give scales)")
+    scales = state.optional_const(node, 2, "the scales")
+    if scales is None or scales.size < 4 or np.any(scales[:2] != 1) or np.any(scales != np.round(scales)) or np.any(scales < 1):
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): needs constant integer scales >= 1 on spatial dims only")
+    factors = tuple(int(v) for v in scales[2:])
+    transform = str(attribute(node, "coordinate_transformation_mode",
+                              schema_default(node, "coordinate_transformation_mode", state.opset)))
+    nearest = str(attribute(node, "nearest_mode", schema_default(node, "nearest_mode", state.opset)))
+    spatial = state.shape_of(node.input[0])[1:]
+    where = f"attributes coordinate_transformation_mode={transform!r}, nearest_mode={nearest!r}"
+    if len(spatial) != len(factors) or not all(spatial):
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): the input's shape is unknown, so {where} cannot "
+                                    "be checked")
+    for d, (n_in, f) in enumerate(zip(spatial, factors)):
+        try:
+            src = nearest_sources(n_in * f, n_in, float(f), transform, nearest)
+        except ValueError:
+            raise UnsupportedModelError(f"node '{node.name}' (Resize): {where} are not supported") from None
+        want = np.arange(n_in * f) // f
+        if not np.array_equal(src, want):
+            j = int(np.flatnonzero(src != want)[0])
+            raise UnsupportedModelError(
+                f"node '{node.name}' (Resize): {where} read input {int(src[j])} for output {j} of the x{f} "
+                f"upsampling of spatial dim {d}; only the nearest copy floor(output / {f}) = {int(want[j])} is "
+                "modelled")
+    state.add(node, upsample.OP, [x], upsample.Attrs(factors))
+
+
+__all__ = ["average_pool", "global_average_pool", "global_max_pool", "kernel_shape", "max_pool", "pad", "resize",
+           "window"]
