@@ -67,7 +67,12 @@ class EquivalenceSpec:
     """One check: ``model`` at ``extent`` (global D, H, W), mini-batch ``batch`` split over
     ``data`` replicas, each sample over ``grid``; ``stats_steps``: the activation quantizers'
     statistics phase is shortened to this many steps so that the learned-scale phase is
-    reached within ``steps``."""
+    reached within ``steps``.
+
+    ``device``: ``'cpu'`` (gloo) or ``'cuda'``: both runs on the GPU(s), the ranks on NCCL one
+    per GPU when there are enough, else on gloo sharing them (:func:`.mesh.resolve_device`).
+    ``host_staging``: stage every transfer through host copies even on CPU (the path CUDA
+    tensors take under gloo, :mod:`.comm`)."""
 
     model: str
     extent: tuple[int, int, int]
@@ -84,6 +89,8 @@ class EquivalenceSpec:
     warm_steps: int = 0
     dtype: str = "float32"
     bn_stats: str = "global"
+    device: str = "cpu"
+    host_staging: bool = False
 
     @property
     def world(self) -> int:
@@ -152,20 +159,24 @@ def _steps(model: nn.Module, params: dict[str, nn.Parameter], x: torch.Tensor,
 def _worker(rank: int, spec: EquivalenceSpec, port: int, folder: str) -> None:
     import torch.distributed as dist
 
+    from . import comm
     from .halo import blocks
     from .mesh import init_mesh
     from .spatial import SpatialModel, shard_batch
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(spec.world), LOCAL_RANK=str(rank))
+                      WORLD_SIZE=str(spec.world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(spec.world))
     torch.set_num_threads(1)
-    mesh = init_mesh(spec.data, spec.grid, backend="gloo")
+    comm.STAGE_ALWAYS = spec.host_staging
+    _deterministic(spec.device)
+    mesh = init_mesh(spec.data, spec.grid, backend=None if spec.device == "cuda" else "gloo", device=spec.device)
     try:
         init = torch.load(Path(folder) / "init.pt", weights_only=False)
         net, _ = _build(spec)
         _load_fresh(net, init["state"])
+        net.to(mesh.device)
         sm = SpatialModel(net, mesh, spec.extent, bn_stats=spec.bn_stats)
-        x, y = init["x"], init["y"]
+        x, y = init["x"].to(mesh.device), init["y"].to(mesh.device)
         bs = shard_batch(len(x), mesh.data, mesh.data_index)
         blk = sm.input_block()
         sl = (bs, slice(None)) + tuple(slice(a, b) for a, b in blk)
@@ -178,16 +189,32 @@ def _worker(rank: int, spec: EquivalenceSpec, port: int, folder: str) -> None:
         def total(v):
             v = v.clone()
             if per_voxel:
-                dist.all_reduce(v, group=mesh.world_group)
+                comm.all_reduce(v, group=mesh.world_group)
             return v
 
         rec = _steps(sm, dict(sm.net.named_parameters()), xl, yl, y.numel(), spec,
                      sm.reduce_gradients, total)
-        rec.update(rank=rank, batch=(bs.start, bs.stop), block=blk, out_block=oblk, per_voxel=per_voxel)
-        torch.save(rec, Path(folder) / f"rank{rank}.pt")
+        rec.update(rank=rank, batch=(bs.start, bs.stop), block=blk, out_block=oblk, per_voxel=per_voxel,
+                   backend=dist.get_backend(), device=str(mesh.device), staged=dict(comm.STAGED))
+        torch.save(_to_cpu(rec), Path(folder) / f"rank{rank}.pt")
     finally:
         dist.barrier()
         dist.destroy_process_group()
+
+
+def _to_cpu(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    return obj
+
+
+def _deterministic(device: str) -> None:
+    """cuDNN's deterministic algorithms (a step's float64 sums in one fixed order)."""
+    if device == "cuda":
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
 
 
 def _free_port() -> int:
@@ -278,13 +305,16 @@ def run_equivalence(spec: EquivalenceSpec, exact: bool = False) -> dict:
     x, y, state = _problem(spec)
     with tempfile.TemporaryDirectory(prefix="tessera-eq-") as folder:
         torch.save({"state": state, "x": x, "y": y}, Path(folder) / "init.pt")
+        # CUDA cannot be used in a forked child of a process that has initialised it
         mp.start_processes(_worker, args=(spec, _free_port(), folder), nprocs=spec.world,
-                           join=True, start_method="fork")
+                           join=True, start_method="spawn" if spec.device == "cuda" else "fork")
         ranks = [torch.load(Path(folder) / f"rank{r}.pt", weights_only=False) for r in range(spec.world)]
-    # single-process reference from the same initial state
-    ref_net = _single(spec, state)
-    xr = x.clone().requires_grad_(True)
-    ref = _steps(ref_net, dict(ref_net.named_parameters()), xr, y, y.numel(), spec)
+    # single-process reference from the same initial state, on the same device
+    _deterministic(spec.device)
+    dev = torch.device(spec.device)
+    ref_net = _single(spec, state).to(dev)
+    xr = x.clone().to(dev).requires_grad_(True)
+    ref = _to_cpu(_steps(ref_net, dict(ref_net.named_parameters()), xr, y.to(dev), y.numel(), spec))
     # reassemble the sharded outputs and input gradient
     out = torch.zeros_like(ref["out"])
     gin = torch.zeros_like(ref["input_grad"])
@@ -297,7 +327,8 @@ def run_equivalence(spec: EquivalenceSpec, exact: bool = False) -> dict:
         else:
             out = r["out"]
     report = {"spec": {**asdict(spec), "grid": str(spec.grid)}, "world": spec.world,
-              "steps": spec.steps, "n_params": len(ref["params"])}
+              "steps": spec.steps, "n_params": len(ref["params"]), "backend": ranks[0]["backend"],
+              "devices": sorted({r["device"] for r in ranks}), "staged_ops": sum(r["staged"]["ops"] for r in ranks)}
     for key, a, b in (("output", out, ref["out"]), ("loss", ranks[0]["loss"], ref["loss"]),
                       ("input_grad", gin, ref["input_grad"])):
         report[key] = {"max_rel": _rel(a, b), "l2_rel": _rel2(a, b)}

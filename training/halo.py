@@ -44,6 +44,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..compiler.partition.regions import Span, grid_blocks
+from . import comm
 
 __all__ = [
     "Exchange",
@@ -121,11 +122,7 @@ def plan_exchange(block_spans: Sequence[Span], needs: Sequence[Span], extent: Se
 
 
 def _p2p(sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]]) -> None:
-    ops = [dist.P2POp(dist.isend, t, peer) for peer, t in sends] + \
-          [dist.P2POp(dist.irecv, t, peer) for peer, t in recvs]
-    if ops:
-        for req in dist.batch_isend_irecv(ops):
-            req.wait()
+    comm.send_recv(sends, recvs)
 
 
 def _assemble(x: torch.Tensor, ex: Exchange, fill: float, keep: bool = False):
@@ -323,7 +320,7 @@ class _GatherBatch(torch.autograd.Function):
         buf = x.new_zeros((pad, *x.shape[1:]))
         buf[:len(x)] = x.detach()
         parts = [torch.empty_like(buf) for _ in counts]
-        dist.all_gather(parts, buf.contiguous(), group=group)
+        comm.all_gather(parts, buf.contiguous(), group=group)
         return torch.cat([p[:c] for p, c in zip(parts, counts)])
 
     @staticmethod
@@ -364,7 +361,7 @@ def shared_grad(x: torch.Tensor, parts: int) -> torch.Tensor:
 
 def _all_reduce(t: torch.Tensor, group) -> torch.Tensor:
     if group is not None:
-        dist.all_reduce(t, group=group)
+        comm.all_reduce(t, group=group)
     return t
 
 
@@ -443,7 +440,7 @@ class _DistKth(torch.autograd.Function):
         buf[:t] = a.topk(t).values
         if group is not None:
             parts = [torch.empty_like(buf) for _ in range(dist.get_world_size(group))]
-            dist.all_gather(parts, buf, group=group)
+            comm.all_gather(parts, buf, group=group)
             buf = torch.cat(parts)
         value = buf.topk(m).values[-1]
         # every element equal to the value (ties are common on a quantized grid) gets an

@@ -20,8 +20,9 @@ import torch
 import torch.distributed as dist
 
 from ..compiler.errors import TesseraError
+from . import comm
 
-__all__ = ["Mesh", "MeshError", "SpatialGrid", "init_mesh", "parse_grid"]
+__all__ = ["Mesh", "MeshError", "SpatialGrid", "init_mesh", "parse_grid", "resolve_device"]
 
 
 class MeshError(TesseraError):
@@ -126,30 +127,63 @@ class Mesh:
         return self.rank == 0
 
 
-def init_mesh(data: int, grid: SpatialGrid, backend: str | None = None, timeout_s: float | None = None) -> Mesh:
+def resolve_device(backend: str | None = None, device: str | None = None) -> tuple[str, torch.device]:
+    """``(backend, this rank's device)`` for a launch of ``LOCAL_WORLD_SIZE`` ranks on this
+    node (torchrun's environment; 1 without it), local rank ``LOCAL_RANK``.
+
+    ``device``: ``'cuda'`` (default when CUDA is available) or ``'cpu'``.  On CPU the
+    backend is gloo.  On CUDA it is NCCL with one GPU per rank when the node has a GPU for
+    every local rank, else gloo with the ranks sharing the GPUs round-robin (local rank
+    ``r`` on GPU ``r mod GPUs``; CUDA tensors staged through host memory where gloo needs
+    it, :mod:`.comm`).  ``backend`` chooses explicitly; NCCL with fewer GPUs than ranks is
+    refused (NCCL does not run two ranks on one GPU)."""
+    if backend not in (None, "gloo", "nccl"):
+        raise MeshError(f"backend {backend!r}: expected gloo or nccl")
+    if device not in (None, "cpu", "cuda"):
+        raise MeshError(f"device {device!r}: expected cpu or cuda")
+    kind = device or ("cuda" if backend == "nccl" or torch.cuda.is_available() else "cpu")
+    if kind == "cpu":
+        if backend == "nccl":
+            raise MeshError("the NCCL backend needs CUDA tensors: --device cuda, or --backend gloo on CPU")
+        return "gloo", torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise MeshError("--device cuda: no CUDA device is visible to this process")
+    gpus = torch.cuda.device_count()
+    local, local_world = int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    if backend is None:
+        backend = "nccl" if local_world <= gpus else "gloo"
+    if backend == "nccl" and local_world > gpus:
+        raise MeshError(f"NCCL needs one GPU per rank: {local_world} ranks on this node, {gpus} GPU(s); "
+                        f"--backend gloo lets ranks share a GPU")
+    return backend, torch.device("cuda", local % gpus)
+
+
+def init_mesh(data: int, grid: SpatialGrid, backend: str | None = None, timeout_s: float | None = None,
+              device: str | None = None) -> Mesh:
     """Initialise ``torch.distributed`` (``env://``, as torchrun sets it up) if needed and
-    build the mesh.  ``backend``: ``'gloo'`` (CPU, default without CUDA) or ``'nccl'``
-    (one GPU per rank, ``LOCAL_RANK``).  ``timeout_s``: how long a collective or halo
-    exchange waits for the other ranks before it fails (default: torch's 30 minutes); the
-    mesh's process groups get the same limit."""
+    build the mesh.  ``backend`` and ``device``: see :func:`resolve_device` (default: NCCL
+    with one GPU per rank when CUDA is available, gloo on CPU without it).  ``timeout_s``:
+    how long a collective or halo exchange waits for the other ranks before it fails
+    (default: torch's 30 minutes); the mesh's process groups get the same limit."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    use_cuda = backend == "nccl" or (backend is None and torch.cuda.is_available())
-    backend = backend or ("nccl" if use_cuda else "gloo")
-    if use_cuda:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    backend, device = resolve_device(backend, device)
+    if device.type == "cuda":
         torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
     timeout = None if timeout_s is None else datetime.timedelta(seconds=float(timeout_s))
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, timeout=timeout)
+    elif dist.get_backend() != backend:
+        raise MeshError(f"the process group runs {dist.get_backend()}, not {backend}")
     world = dist.get_world_size()
     if world != data * grid.size:
         raise MeshError(f"world size {world} != data-parallel {data} x spatial {grid} "
                          f"({data * grid.size}); launch with torchrun --nproc-per-node "
                          f"{data * grid.size}")
-    dm = init_device_mesh(device.type, (data, grid.size), mesh_dim_names=("data", "spatial"))
+    # the mesh only names process groups: gloo's groups are made as on CPU (a CUDA DeviceMesh
+    # would map ranks to GPUs one to one), NCCL's on the GPUs
+    dm = init_device_mesh("cuda" if backend == "nccl" else "cpu", (data, grid.size),
+                          mesh_dim_names=("data", "spatial"))
     groups = {"data": dm.get_group("data"), "spatial": dm.get_group("spatial")}
     if timeout is not None:  # DeviceMesh's groups take torch's default timeout: same ranks, our limit
         groups = {name: _with_timeout(g, timeout) for name, g in groups.items()}
@@ -164,9 +198,10 @@ def _with_timeout(group, timeout):
     ranks_of = {}
     world = dist.get_world_size()
     # every rank must create every group: gather each rank's member list and build them all
-    mine = torch.tensor(sorted(dist.get_process_group_ranks(group)) + [-1] * (world - group.size()), dtype=torch.int64)
+    mine = torch.tensor(sorted(dist.get_process_group_ranks(group)) + [-1] * (world - group.size()), dtype=torch.int64,
+                        device=comm.bookkeeping_device())
     allm = [torch.empty_like(mine) for _ in range(world)]
-    dist.all_gather(allm, mine)
+    comm.all_gather(allm, mine)
     result = None
     for t in allm:
         ranks = tuple(int(r) for r in t.tolist() if r >= 0)
@@ -178,7 +213,7 @@ def _with_timeout(group, timeout):
     return result
 
 
-def init_restartable(backend: str | None, timeout_s: float | None = None) -> None:
+def init_restartable(backend: str | None, timeout_s: float | None = None, device: str | None = None) -> None:
     """Under ``torchrun --max-restarts``: join the process group through a store prefixed by
     the attempt (``TORCHELASTIC_RESTART_COUNT``).
 
@@ -191,12 +226,12 @@ def init_restartable(backend: str | None, timeout_s: float | None = None) -> Non
     ``env://``)."""
     if dist.is_initialized() or os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
         return
-    use_cuda = backend == "nccl" or (backend is None and torch.cuda.is_available())
-    if use_cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    backend, dev = resolve_device(backend, device)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False)
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    dist.init_process_group(backend=backend or ("nccl" if use_cuda else "gloo"),
+    dist.init_process_group(backend=backend,
                             store=dist.PrefixStore(f"tessera/attempt_{attempt}", store), rank=rank, world_size=world,
                             timeout=None if timeout_s is None else datetime.timedelta(seconds=float(timeout_s)))

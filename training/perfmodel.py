@@ -3,7 +3,7 @@ rank, machine parameters from microbenchmarks, and the decomposition chooser.
 
 A training step of one rank (docs/perfmodel.md) is
 
-    T = f_over * (sum_layers t_layer(work) + t_adam + t_io) + sum_comm (alpha_P * msgs + beta_P * bytes)
+    T = f_over * (sum_layers t_layer(work) + t_adam) + f_host * t_io + sum_comm (alpha_P * msgs + beta_P * bytes)
 
 * ``t_layer``: the measured time of that layer kind and shape (forward + backward, the code
   path the sharded trainer runs) at the rank's work -- FLOPs for convolutions and dense
@@ -15,7 +15,9 @@ A training step of one rank (docs/perfmodel.md) is
   needs of :mod:`tessera.compiler.partition.regions`, forward and the transposed backward),
   BatchNorm and activation-statistic collectives, the gather before the tail, the gradient
   all-reduce; each with an alpha-beta model measured at that number of processes.
-* ``f_over = max(1, ranks * threads / cores)``: ranks share the cores (oversubscription).
+* ``f_over = f_host = max(1, ranks * threads / cores)``: ranks share the cores
+  (oversubscription); on a CUDA calibration ``f_over = max(1, ranks / gpus)`` (ranks sharing
+  a GPU take turns on it) and ``f_host = max(1, ranks / cores)`` (:func:`sharing`).
 
 Memory per rank: activations autograd saves (bytes per element measured per layer kind with
 saved-tensor hooks, on the rank's block) + received halos + parameters, gradients and Adam's
@@ -42,7 +44,7 @@ from .modelspec import OP_KINDS, CalibrationError, LayerSpec, ModelSpec, PlanErr
 
 __all__ = ["OP_KINDS", "Calibration", "CalibrationError", "Curve", "LayerSpec", "Link", "ModelSpec", "PlanError", "Prediction",
            "candidates", "choose", "default_calibration_path", "fastest", "fit_link", "format_bytes", "model_spec",
-           "predict"]
+           "predict", "sharing"]
 
 CALIBRATION_VERSION = 1
 F32 = 4
@@ -111,7 +113,9 @@ class Calibration:
     ``saved[signature]``: ``(bytes per element of the layer input, fixed bytes)`` autograd
     keeps; ``p2p`` / ``allreduce`` / ``allgather[ranks]``: ``(alpha s, beta s/byte)``;
     ``io``: seconds per sample read (``sample_alpha`` + ``sample_beta`` * bytes) and per
-    target read; ``adam[threads]``: ``(parameters, seconds)`` points of an optimizer step."""
+    target read; ``adam[threads]``: ``(parameters, seconds)`` points of an optimizer step;
+    ``device`` / ``gpus``: where the layers and the optimizer step were measured (a CUDA
+    calibration has one thread count)."""
 
     cores: int
     threads: list[int]
@@ -124,6 +128,9 @@ class Calibration:
     adam: dict[str, list[list[float]]]
     meta: dict = field(default_factory=dict)
     version: int = CALIBRATION_VERSION
+    #: where the layers ran: ``'cpu'``, or ``'cuda'`` on ``gpus`` GPUs
+    device: str = "cpu"
+    gpus: int = 0
 
     def save(self, path: Path) -> Path:
         path = Path(path)
@@ -229,6 +236,7 @@ class Prediction:
     mem: dict
     flops: float
     layers: list[LayerTime] = field(default_factory=list)
+    io_oversubscription: float = 1.0
 
     @property
     def label(self) -> str:
@@ -269,6 +277,17 @@ def threads_for(ranks: int, cores: int) -> int:
     return max(1, cores // ranks)
 
 
+def sharing(cal: Calibration, ranks: int, threads: int) -> tuple[float, float]:
+    """``(compute, host)`` slow-down factors of ``ranks`` processes sharing the machine:
+    on CPU both are ``ranks * threads / cores`` (at least 1); on CUDA the layers and the
+    optimizer step of ranks sharing a GPU take turns on it (``ranks / gpus``), and the
+    reader shares the cores."""
+    host = max(1.0, ranks * threads / cal.cores)
+    if cal.device == "cuda":
+        return max(1.0, ranks / max(1, cal.gpus)), max(1.0, ranks / cal.cores)
+    return host, host
+
+
 def predict(cal: Calibration, spec: ModelSpec, data: int, grid: SpatialGrid, batch: int,
             threads: int | None = None, act_stats: bool = True, slowest: bool = True):
     """Predicted step time and memory per rank of ``data x grid`` for a global mini-batch
@@ -279,7 +298,7 @@ def predict(cal: Calibration, spec: ModelSpec, data: int, grid: SpatialGrid, bat
         raise PlanError(f"global batch {batch} is smaller than {data} data replicas")
     ranks = data * grid.size
     threads = threads or threads_for(ranks, cal.cores)
-    over = max(1.0, ranks * threads / cal.cores)
+    over = sharing(cal, ranks, threads)
     b_loc = -(-batch // data)
     cut = tail_start(spec, grid)
     # the data replica with the most samples, every spatial rank of it
@@ -365,12 +384,13 @@ def _predict_rank(cal, spec, data, grid, batch, b_loc, threads, over, cut, s, ac
     io_s = b_loc * cal.io["sample_alpha"] + in_bytes * cal.io["sample_beta"] + batch * cal.io["target_alpha"]
     compute = sum(lt.compute_s for lt in layers)
     comm = sum(lt.comm_s for lt in layers) + gather_s + grad_s
-    step = over * (compute + adam_s + io_s) + comm
+    over, over_io = over
+    step = over * (compute + adam_s) + over_io * io_s + comm
     n = spec.n_params
     mem = {"activations": int(act_bytes), "halo": int(halo_total), "weights_derived": int(fixed_bytes),
            "params": n * F32, "grads": n * F32, "adam": 2 * n * F32, "input": int(in_bytes)}
     return Prediction(data, str(grid), ranks, threads, over, step, compute, comm, io_s, adam_s,
-                      int(sum(v for k, v in mem.items() if k != "halo")), mem, flops, layers)
+                      int(sum(v for k, v in mem.items() if k != "halo")), mem, flops, layers, over_io)
 
 
 # --- the chooser ----------------------------------------------------------------------------

@@ -116,6 +116,17 @@ class CosmoData:
         return len(glob) * 4
 
 
+#: y extent of the MNI152 template at 2 mm (98 x 116 x 94 voxels; 197 x 233 x 189 at 1 mm)
+_BRAIN_Y_2MM = 116
+
+
+def brain_resolution(patch: int, val_fraction: float = 0.3) -> int:
+    """Template resolution (mm) the U-Net's patches are cut from: 2 mm while a patch fits
+    the validation slab (the low-y ``val_fraction`` of the template, 35 voxels at 2 mm),
+    1 mm for larger patches (70 voxels: up to 64^3 and beyond)."""
+    return 2 if patch <= round(_BRAIN_Y_2MM * val_fraction) else 1
+
+
 class BrainData:
     """U-Net: the MNI152 patches of :func:`tessera.models.data.brain.load_brain_patches`
     (one small template, loaded by every rank), each rank keeping its block of its samples'
@@ -126,7 +137,9 @@ class BrainData:
     def __init__(self, n_samples: int, size: int, seed: int, data_seed: int, in_block, out_block):
         from ..models.data.brain import load_brain_patches
 
-        b = load_brain_patches(n_train=n_samples, n_val=max(8, n_samples // 4), patch=size, seed=data_seed)
+        self.resolution = brain_resolution(size)
+        b = load_brain_patches(n_train=n_samples, n_val=max(8, n_samples // 4), patch=size, seed=data_seed,
+                               resolution=self.resolution)
         self.x = np.concatenate([b.x_train, b.x_val])
         self.y = np.concatenate([b.y_train, b.y_val]).astype(np.int64)
         self.train = np.arange(len(b.x_train))

@@ -42,6 +42,7 @@ from torch import nn
 
 from ..compiler.errors import UnsupportedModelError
 from ..compiler.partition.regions import transposed_input, upsample_input, window_input
+from . import comm
 from .halo import (Exchange, LayerOp, blocks, dist_abs_percentile, gather_batch, gather_spatial, halo, halo_layer,
                    plan_exchange, shared_grad, span_size, sync_batch_norm)
 from .mesh import Mesh
@@ -377,8 +378,6 @@ class SpatialModel(nn.Module):
         return blocks(self.extent, self.mesh.grid.dims)[self.mesh.spatial_index]
 
     def forward(self, x):
-        import torch.distributed as dist
-
         self.flow.extent = self.extent
         want = span_size(self.input_block())
         if tuple(x.shape[2:]) != want:
@@ -387,7 +386,7 @@ class SpatialModel(nn.Module):
         if self.tail_modules and self.mesh.data > 1:
             n = torch.tensor([len(x)], dtype=torch.int64, device=x.device)
             counts = [torch.empty_like(n) for _ in range(self.mesh.data)]
-            dist.all_gather(counts, n, group=self.mesh.data_group)
+            comm.all_gather(counts, n, group=self.mesh.data_group)
             self.batch_counts = [int(c) for c in counts]
         try:
             return self.net(x)
@@ -398,13 +397,11 @@ class SpatialModel(nn.Module):
         """Sum the sharded layers' partial gradients over all ranks (one flattened
         ``all_reduce``).  The tail's gradients need none: every rank computed them on the
         whole mini-batch."""
-        import torch.distributed as dist
-
         grads = [p.grad for p in self.sharded_params if p.grad is not None]
         if self.mesh.world == 1 or not grads:
             return
         flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat, group=self.mesh.world_group)
+        comm.all_reduce(flat, group=self.mesh.world_group)
         off = 0
         for g in grads:
             g.copy_(flat[off:off + g.numel()].view_as(g))

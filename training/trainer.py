@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from ..models.cnn3d import build_cnn3d, count_params
 from ..models.runs import plot_learning_curve, progress_bar, save_json, save_npy, versions
 from ..models.train3d import DEFAULTS, export_cnn3d, load_folded
+from . import comm
 from .checkpoint import quant_stats, restore_quant_stats, write_checkpoint
 from .mesh import PEER_FAILURE_WORDS, Mesh, MeshError, RankFailure, SpatialGrid, init_mesh, init_restartable
 from .samples import BrainData, CosmoData, Samples, augment_index, folder_manifest, read_sample_target
@@ -79,6 +80,7 @@ class DistTrainConfig:
     bn_stats: str = "global"
     resume: bool = False
     backend: str | None = None
+    device: str | None = None
     threads: int | None = None
     max_steps: int | None = None
     export: bool = True
@@ -162,8 +164,8 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
         raise MeshError(f"--checkpoint-every {cfg.checkpoint_every}: expected a number of steps >= 1")
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    init_restartable(cfg.backend, cfg.timeout_s)
-    mesh = init_mesh(cfg.data, cfg.grid, cfg.backend, cfg.timeout_s)
+    init_restartable(cfg.backend, cfg.timeout_s, cfg.device)
+    mesh = init_mesh(cfg.data, cfg.grid, cfg.backend, cfg.timeout_s, cfg.device)
     if batch < mesh.data:
         raise MeshError(f"global batch {batch} is smaller than the {mesh.data} data replicas")
     main = mesh.is_main
@@ -266,7 +268,7 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
                 sched.step()
                 value = loss.detach().clone()
                 if seg:
-                    dist.all_reduce(value)
+                    comm.all_reduce(value)
                 losses.append(float(value))
                 history["step_loss"].append(float(value))
                 step_times.append(time.perf_counter() - t0)
@@ -292,9 +294,13 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
                 break
     train_seconds = time.perf_counter() - t_train
     st = reader.stats if reader is not None else None
-    io = torch.tensor([st.data_bytes, st.meta_bytes, st.files] if st else [0, 0, 0], dtype=torch.float64)
+    cuda = mesh.device.type == "cuda"
+    peak = torch.cuda.max_memory_allocated(mesh.device) if cuda else 0
+    io = torch.tensor([st.data_bytes, st.meta_bytes, st.files, peak] if st else [0, 0, 0, peak], dtype=torch.float64,
+                      device=comm.bookkeeping_device())
     per_rank = [torch.zeros_like(io) for _ in range(mesh.world)]
-    dist.all_gather(per_rank, io)
+    comm.all_gather(per_rank, io)
+    per_rank = [v.cpu() for v in per_rank]
     dist.barrier()
     metrics: dict = {}
     metric = history["val"][-1][key] if history["val"] else float("nan")
@@ -308,12 +314,16 @@ def _train_distributed(cfg: DistTrainConfig, progress: bool) -> DistTrainResult:
                        "data_dir": str(cfg.data_dir) if cfg.data_dir else None},
             "epochs": epochs, "size": size, "width": width, "n_samples": n_samples, "batch_size": batch,
             "lr": lr, "n_train": int(len(data.train)), "n_val": int(len(data.val)),
-            "n_params": count_params(net), "train_loss": history["train_loss"], "step_loss": history["step_loss"],
+            "n_params": count_params(net), "brain_resolution_mm": getattr(data, "resolution", None),
+            "train_loss": history["train_loss"], "step_loss": history["step_loss"],
             "resumed_from": resumed_from,
             "val": [{k: v for k, v in h.items() if k != "predictions"} for h in history["val"]],
             "val_indices": data.val.tolist(), "val_predictions": history["val"][-1].get("predictions")
             if history["val"] else None, "augment_shifts": shifts, "metric": metric,
             "step_seconds_median": float(np.median(step_times)) if step_times else None,
+            "step_seconds": [round(t, 6) for t in step_times],
+            "cuda": {"device_name": torch.cuda.get_device_name(mesh.device),
+                     "max_memory_allocated_per_rank": [int(v[3]) for v in per_rank]} if cuda else None,
             "bytes_read_per_rank": [{"rank": r, "data_bytes": int(v[0]), "meta_bytes": int(v[1]), "files": int(v[2])}
                                     for r, v in enumerate(per_rank)] if reader is not None else None,
             "train_seconds": round(train_seconds, 3), "versions": versions(),
@@ -365,7 +375,7 @@ def _validate(sm: SpatialModel, data, batch: int, mesh: Mesh) -> dict:
         e = np.concatenate(err).mean(axis=0)
         return {"val_mse": float(e.mean()), "val_mse_per_param": e.tolist(),
                 "predictions": np.concatenate(preds).tolist()}
-    dist.all_reduce(counts)
+    counts = comm.all_reduce(counts.to(comm.bookkeeping_device())).cpu()
     dice = [1.0 if c[1] + c[2] == 0 else float(2 * c[0] / (c[1] + c[2])) for c in counts]
     return {"val_dice_per_class": dice, "val_dice_mean": float(np.mean(dice)),
             "val_dice_foreground": float(np.mean(dice[1:]))}

@@ -61,15 +61,16 @@ def test_torchrun_train_reads_hyperslabs_resumes_and_exports(tmp_path):
     assert m2["train_loss"][0] == m["train_loss"][0] and len(m2["train_loss"]) == 2
 
     # the export goes straight into the compiler, and its exact reference equals the model
-    from tessera.compiler.frontend import compile_ir
+    from tessera.compiler.pipeline import compile_ir
     from tessera.compiler.reference.interpret import run_ir
     from tessera.compiler.samples import sample_codes
+    from tessera.compiler.verdict import Execution
     from tessera.compiler.verify import user_model_agreement
 
     g = compile_ir(out / "model.onnx")
     codes = sample_codes(g.values[g.input], 8)
     agree = user_model_agreement(out / "model.onnx", g, codes, run_ir(g, codes))
-    assert agree["differing_outputs"] == 0, agree
+    assert agree.execution is Execution.RAN and agree.differing_outputs == 0, agree
 
 
 def test_a_mesh_without_torchrun_is_a_usage_error():
@@ -92,6 +93,6 @@ def test_torchrun_trains_the_unet_sharded(tmp_path):
     m = json.loads((out / "metrics.json").read_text())
     assert m["task"] == "segmentation" and m["mesh"]["world"] == 2
     assert 0.0 <= m["metric"] <= 1.0 and len(m["val"][0]["val_dice_per_class"]) == 3
-    from tessera.compiler.frontend import compile_ir
+    from tessera.compiler.pipeline import compile_ir
 
     assert compile_ir(out / "model.onnx").nodes  # the export goes into the compiler
