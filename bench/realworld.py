@@ -76,7 +76,7 @@ def hls4ml_predict(model_path: Path, x: np.ndarray, out_dir: Path,
     """hls4ml 1.3's documented QONNX flow on the user's file; (outputs, timings or error)."""
     import onnx
 
-    from tessera.compiler.frontend.real import normalize_domains
+    from tessera.compiler.frontend.load import normalize_domains
 
     t0 = time.perf_counter()
     try:
@@ -126,26 +126,6 @@ def compare(theirs: np.ndarray, ours_codes_like, graph, executor_out: np.ndarray
             "argmax_pct": round(100 * float(np.mean(a.argmax(axis=1) == b.argmax(axis=1))), 1) if a.shape[1] > 1 else None}
 
 
-def _executor(path: Path):
-    """For graphs with recurrent cells, which no ONNX executor runs: the file's float64 cell
-    executor (``models/rnn/onnx_run.py``, shares nothing with the op semantics) as the
-    independent check, one sample at a time; else (None, None): ``verify``'s own."""
-    import onnx
-
-    from tessera.compiler.frontend.recurrent import RECURRENT_OPS
-    from tessera.models.rnn.onnx_run import run_cell_onnx
-
-    model = onnx.load(str(path))
-    if not any(n.op_type in RECURRENT_OPS for n in model.graph.node):
-        return None, None
-    xin, yout = model.graph.input[0].name, model.graph.output[0].name
-
-    def run(x: np.ndarray) -> np.ndarray:
-        return np.stack([run_cell_onnx(path, {xin: x[i:i + 1].astype(np.float32)})[yout].reshape(-1) for i in range(len(x))])
-
-    return run, "the file run in float64 by the cell executor (models/rnn/onnx_run.py)"
-
-
 def run_model(label: str, path: Path, input_type: str | None, digits: bool, work: Path, samples: int,
               io_type: str | None = None, tb_samples: int = 64) -> dict:
     from hls_bench import measure_project
@@ -157,6 +137,7 @@ def run_model(label: str, path: Path, input_type: str | None, digits: bool, work
     from tessera.compiler.independent import IndependentExecutor
     from tessera.compiler.ops import rescale
     from tessera.compiler.samples import sample_codes
+    from tessera.models.rnn.onnx_run import cell_oracle
 
     row: dict = {"model": label, "file": path.name}
     safe = label.replace(" ", "_")
@@ -169,11 +150,10 @@ def run_model(label: str, path: Path, input_type: str | None, digits: bool, work
             np.save(data, load_digits()[2])
     graph = api.load_model(path, input_type)
     io_type = io_type or ("stream" if any(len(graph.values[n.output].shape) == 3 for n in graph.nodes) else "parallel")
-    executor, executor_name = _executor(path)
+    oracle = cell_oracle(path)
     try:
         row["tessera"] = measure_project(path, work / f"{safe}_tessera", io_type, samples, data=data,
-                                         input_type=input_type, oracle=executor, oracle_name=executor_name,
-                                         tb_samples=tb_samples)
+                                         input_type=input_type, oracle=oracle, tb_samples=tb_samples)
     except Exception as exc:  # noqa: BLE001
         row["tessera"] = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
     des = estimate(graph, get_part("xcu250"), io_type=f"io_{io_type}")
@@ -192,7 +172,7 @@ def run_model(label: str, path: Path, input_type: str | None, digits: bool, work
     if y is None:
         row["hls4ml"] = info | {"converts": False}
         return row
-    full = IndependentExecutor(onnx.load(str(path))).run(x) if executor is None else executor(x)
+    full = IndependentExecutor(onnx.load(str(path))).run(x) if oracle is None else oracle.run(x)
     row["hls4ml"] = info | {"converts": True} | compare(y, False, graph, full)
     return row
 

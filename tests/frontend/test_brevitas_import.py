@@ -8,10 +8,11 @@ import torch
 import torch.nn as nn
 from brevitas import nn as qnn
 
-from tessera.compiler.frontend import compile_ir
+from tessera.compiler.pipeline import compile_ir
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.samples import sample_codes
+from tessera.compiler.verdict import Execution
 from tessera.compiler.verify import user_model_agreement
 from tessera.models.quant import Int8ActPow2, Int8WeightPow2, Int16Bias, Uint8ActPow2
 from tessera.models.train import export_model
@@ -32,7 +33,7 @@ def test_conv3d_tanh_export_imports_exactly(tmp_path, brevitas_kit):
     path = export_model(model, torch.randn(1, 2, 4, 4, 4), tmp_path / "m.onnx")
     g, agree = check(path)
     assert [n.op for n in g.nodes] == ["conv", "relu", "requant", "maxpool", "flatten", "dense", "requant", "lut"]
-    assert agree["differing_outputs"] == 0, agree
+    assert agree.execution is Execution.RAN and agree.differing_outputs == 0, agree
 
 
 def test_tanh_on_an_accumulator_is_refused_with_a_clear_error(tmp_path, brevitas_kit):
@@ -64,4 +65,4 @@ def test_qcdq_export_imports_exactly(tmp_path, brevitas_kit):
     assert any(n.op_type == "QuantizeLinear" for n in onnx.load(str(path)).graph.node)
     g, agree = check(path)
     assert [n.op for n in g.nodes] == ["dense", "relu", "requant", "dense", "requant"]
-    assert agree["tool"] == "onnxruntime" and agree["differing_outputs"] == 0, agree
+    assert agree.tool == "onnxruntime" and agree.execution is Execution.RAN and agree.differing_outputs == 0, agree

@@ -82,7 +82,7 @@ def test_a_clip_no_quant_reads_is_refused_in_one_line(tmp_path):
              helper.make_node("MatMul", ["xq", "Wq"], ["m"], name="mm"),
              helper.make_node("Clip", ["m", "lo", "hi"], ["y"], name="clip")]
     refused_in_one_line(_save(tmp_path / "m.onnx", nodes, inits, (4,), (4,)),
-                        r"node 'clip': a ReLU/Clip at the graph output without a Quant")
+                        r"node 'clip': a ReLU/Clip/LeakyRelu at the graph output without a Quant")
 
 
 @pytest.mark.csim

@@ -55,13 +55,19 @@ def test_padded_average_with_count_include_pad_on_float_codes_is_exact(tmp_path)
 def test_what_the_exact_average_cannot_be_is_refused_in_one_line(tmp_path):
     path = _pool_then_quant(tmp_path / "a.onnx", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0]})
     refused_in_one_line(path, r"node 'pool' \(AveragePool\): count_include_pad=0 with pads")
-    for trunc_scale, message in ((0.05, "is 1.347708.*, not a power of two"), (2 * 0.0371, "not an integer multiple")):
-        # an output scale off the power-of-two ladder; an average (S / 4) that is not on the Trunc's grid
-        path = _pool_then_quant(tmp_path / "t.onnx", {"kernel_shape": [2, 2], "strides": [2, 2]}, trunc_scale)
-        refused_in_one_line(path, rf"node 'trunc' \(Trunc\): .*{message}")
-    # a clip between the sum and the Trunc: its bound off the grid would make Trunc's inner round count
-    path = _pool_then_quant(tmp_path / "c.onnx", {"kernel_shape": [2, 2], "strides": [2, 2]}, 4 * 0.0371, clip=True)
-    refused_in_one_line(path, r"node 'trunc' \(Trunc\): after a ReLU/Clip without a Quant")
+    # an output scale off the power-of-two ladder
+    path = _pool_then_quant(tmp_path / "t.onnx", {"kernel_shape": [2, 2], "strides": [2, 2]}, 0.05)
+    refused_in_one_line(path, r"node 'trunc' \(Trunc\): .*is 1.347708.*, not a power of two")
+
+
+@pytest.mark.parametrize("trunc_scale,clip", [(2 * 0.0371, False), (4 * 0.0371, True)])
+def test_a_trunc_off_its_grid_rounds_twice_exactly(tmp_path, trunc_scale, clip):
+    """An average (S / 4) that is not on the Trunc's grid, and a clip before the Trunc whose
+    bound lies off it: Trunc's inner half-even rounding counts, then its own rounding of that
+    integer by the power of two: two rescales, exact."""
+    path = _pool_then_quant(tmp_path / "t.onnx", {"kernel_shape": [2, 2], "strides": [2, 2]}, trunc_scale, clip)
+    g = _exact_and_independent(path, 2000)
+    assert [n.op for n in g.nodes] == ["conv", "rescale", "rescale"]
 
 
 @pytest.mark.csim

@@ -109,7 +109,7 @@ def _exact_and_independent(path, n=2000, input_type=None):
     ref = OrtReference(reference_model(g)).run(codes)
     assert np.array_equal(ref, run_ir(g, codes))
     rep = independent_check(onnx.load(str(path)), g, codes, ref)
-    assert rep.error is None and rep.differing_outputs == 0, rep.line()
+    assert rep.passed and rep.differing_outputs == 0, rep.line()
     assert rep.equal == rep.outputs == ref.size, rep.line()
     return g
 
@@ -171,8 +171,7 @@ def test_finn_datatype_input_without_a_quant(tmp_path):
 
 @pytest.mark.parametrize("case,match", [
     ("mul-after-relu", "after a ReLU"),
-    ("vector-preprocessing", "non-scalar constant"),
-    ("float-accumulator-into-flatten", "no Quant requantizes"),
+    ("vector-preprocessing", r"node 'Quant_xq' \(Quant\): the input is scaled by 0.0 before its Quant"),
 ])
 def test_refusals_name_node_and_reason(tmp_path, case, match):
     r = np.random.default_rng(0)
@@ -183,13 +182,22 @@ def test_refusals_name_node_and_reason(tmp_path, case, match):
         body = [_quant("x", "s", "zero", "b8", "xq"), helper.make_node("MatMul", ["xq", "Wq"], ["mm"], name="MatMul_0"),
                 helper.make_node("Relu", ["mm"], ["r"], name="Relu_0"), helper.make_node("Mul", ["r", "k"], ["m"], name="Mul_0"),
                 _quant("m", "s", "zero", "b8", "y")]
-    elif case == "vector-preprocessing":
+    else:
         body = [helper.make_node("Mul", ["x", "vec"], ["xm"], name="Mul_pre"), _quant("xm", "s", "zero", "b8", "xq"),
                 helper.make_node("MatMul", ["xq", "Wq"], ["mm"], name="MatMul_0"), _quant("mm", "s", "zero", "b8", "y")]
-    else:
-        body = [_quant("x", "s", "zero", "b8", "xq"), helper.make_node("MatMul", ["xq", "Wq"], ["mm"], name="MatMul_0"),
-                helper.make_node("Flatten", ["mm"], ["y"], name="Flatten_0")]
     refused_in_one_line(_save(tmp_path / "m.onnx", head + body, inits, (6,), (4,), opset=11), match)
+
+
+def test_a_float_accumulator_flattened_at_the_output_is_exact(tmp_path):
+    """A float-scaled accumulator read by Flatten and no Quant after it: the output is the
+    accumulator with its exact scale (it was refused before real values moved through data
+    movement)."""
+    r = np.random.default_rng(0)
+    inits = [_f("W", r.normal(size=(6, 4))), _f("sw", 0.031), _f("zero", 0.0), _f("b8", 8.0), _f("s", 0.1)]
+    nodes = [_quant("W", "sw", "zero", "b8", "Wq", narrow=1), _quant("x", "s", "zero", "b8", "xq"),
+             helper.make_node("MatMul", ["xq", "Wq"], ["mm"], name="MatMul_0"),
+             helper.make_node("Flatten", ["mm"], ["y"], name="Flatten_0")]
+    _exact_and_independent(_save(tmp_path / "m.onnx", nodes, inits, (6,), (4,), opset=11), 500)
 
 
 @pytest.mark.csim
@@ -202,10 +210,10 @@ def test_real_constants_csim_equals_reference_and_users_model(tmp_path, model, i
 
 def csim_verified(path, prj_dir, io_type, samples, outputs_per_sample):
     """Compile, C-simulate and verify: 0 mismatches, every output equal to the user's file."""
-    prj = api.compile_model(path, prj_dir, io_type=io_type).project
-    rep = api.verify_project(path, prj, samples=samples)
+    prj = api.compile_model(path, prj_dir, api.CompileOptions(io_type=io_type)).project
+    rep = api.verify_project(path, prj, api.VerifyOptions(samples=samples))
     assert rep.mismatches == 0 and rep.outputs == samples * outputs_per_sample
-    assert rep.independent["equal"] == rep.independent["outputs"] == rep.outputs
+    assert rep.independent.equal == rep.independent.outputs == rep.outputs
     assert rep.passed
 
 

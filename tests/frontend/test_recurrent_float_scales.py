@@ -1,4 +1,4 @@
-"""Recurrent cells with float-scale quantizers (frontend/recurrent.py, cellprog.requant).
+"""Recurrent cells with float-scale quantizers (frontend/recurrent.py, cells.program.requant).
 
 Brevitas' default ``QuantLSTM`` has float scales on all eleven of its quantizers once its
 activation statistics are collected (before that: power-of-two accumulator and io scales and

@@ -3,7 +3,6 @@ the project's maximum_size and the part's flip-flops."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -14,6 +13,7 @@ from tessera.compiler.ir.types import FixedType
 from tessera.compiler.lower.arrays import HLS4ML_MAXIMUM_SIZE, partitioned_arrays, size_guard
 from tessera.compiler.lower.hls4ml_lower import HlsOptions
 from tessera.compiler.ops import conv, relu
+from tessera.compiler.project import Manifest
 from tessera.compiler.writer import write_project
 
 
@@ -41,7 +41,7 @@ def test_arrays_are_the_input_and_every_output(wide_conv):
 def test_maximum_size_is_raised_with_a_notice_naming_the_layer(wide_conv, tmp_path):
     prj = write_project(wide_conv, None, tmp_path / "prj", HlsOptions(io_type="io_parallel"), tb_samples=2)
     assert tcl_maximum_size(prj) == 8 * 24 * 24
-    notices = json.loads((prj / "tessera.json").read_text())["notices"]
+    notices = list(Manifest.read(prj).notices)
     assert len(notices) == 1 and "maximum_size raised from 4096 to 4608" in notices[0]
     assert f"'{wide_conv.nodes[0].name}'" in notices[0] and "\n" not in notices[0]
     assert api.notices(prj) == notices
@@ -52,7 +52,7 @@ def test_small_designs_and_streams_keep_hls4ml_default(make_graph, make_type, wi
     assert size_guard(small, "io_parallel").notice is None
     prj = write_project(wide_conv, None, tmp_path / "s", HlsOptions(io_type="io_stream"), tb_samples=2)
     assert tcl_maximum_size(prj) == HLS4ML_MAXIMUM_SIZE
-    assert json.loads((prj / "tessera.json").read_text())["notices"] == []
+    assert Manifest.read(prj).notices == ()
 
 
 def test_registers_beyond_the_part_are_refused_in_one_line(wide_conv, tmp_path):
@@ -69,5 +69,5 @@ def test_registers_beyond_the_part_are_refused_in_one_line(wide_conv, tmp_path):
 def test_hls_options_take_the_register_budget_from_the_part(wide_conv):
     from tessera.compiler.estimate.parts import get_part
 
-    assert api.hls_options(wide_conv, part="zu9eg").register_bits == int(get_part("zu9eg").ff * api.REGISTER_UTILIZATION)
-    assert api.hls_options(wide_conv, part="xc7z020clg400-1").register_bits is None
+    assert api.hls_options(wide_conv, api.CompileOptions(part="zu9eg")).register_bits == int(get_part("zu9eg").ff * api.REGISTER_UTILIZATION)
+    assert api.hls_options(wide_conv, api.CompileOptions(part="xc7z020clg400-1")).register_bits is None

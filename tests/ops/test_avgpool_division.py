@@ -11,7 +11,7 @@ import pytest
 
 from tessera.compiler.ir.types import FixedType
 from tessera.compiler.ops import avgpool, quant
-from tessera.compiler.ops.rounding import div_round
+from tessera.compiler.exact.rounding import div_round
 
 
 def brute_force(attrs, x, table):

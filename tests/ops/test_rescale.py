@@ -1,4 +1,4 @@
-"""The exact requantization primitive (compiler/ops/affine.py) and its op (compiler/ops/rescale.py).
+"""The exact requantization primitive (compiler/exact/requant.py) and its op (compiler/ops/rescale.py).
 
 - thresholds and the proven multiply-shift equal the exact rational definition on every
   integer of the domain, for every rounding mode, bipolar steps, negative and zero slopes,
@@ -18,9 +18,9 @@ import pytest
 
 from tessera.compiler.ir.types import TensorType
 from tessera.compiler.ops import rescale
-from tessera.compiler.ops.affine import (MultiplyShift, Step, apply_thresholds, float_thresholds, multiply_shift, prove,
+from tessera.compiler.exact.requant import (MultiplyShift, Step, apply_thresholds, float_thresholds, multiply_shift, prove,
                                          thresholds)
-from tessera.compiler.ops.rounding import Rounding
+from tessera.compiler.exact.rounding import Rounding
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes

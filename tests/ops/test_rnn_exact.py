@@ -15,7 +15,7 @@ from .test_ops_exact import check_exact
 
 def _cell_states(attrs, g, n=300):
     """Every cell state code of the integer reference on the check's inputs."""
-    from tessera.compiler.ops import cellprog as cp
+    from tessera.compiler.ops.cells import program as cp
     from tessera.compiler.ops.lstm import OP
     from tessera.compiler.samples import sample_codes
 
@@ -99,7 +99,7 @@ def test_lstm_matches_float_transcription(make_graph, make_type, rnn_builders, r
 def test_wide_accumulators_stay_exact(make_graph, make_type, rnn_builders, rng):
     """Float-like weights (wide dyadic codes, like fp32 weights) give accumulators beyond
     float64's 2**53; the reference requantizes them with integer ops only."""
-    from tessera.compiler.ops.cellprog import Weights
+    from tessera.compiler.ops.cells.program import Weights
 
     attrs = rnn_builders["lstm"](rng, 6, 3, "int8")
     wide = tuple(type(gt)(**{**gt.__dict__, "wx": Weights(rng.integers(-(1 << 40), 1 << 40, size=(3, 6)), 44)})
@@ -121,7 +121,7 @@ def test_convlstm_exact(make_graph, make_type, rnn_builders, rng, kind, forecast
 
 def test_convlstm_reference_is_a_convolution(rng):
     """One step from zero states, checked against an explicit loop over pixels and taps."""
-    from tessera.compiler.ops import cellprog as cp
+    from tessera.compiler.ops.cells import program as cp
     from tessera.compiler.ops.convlstm import cell_step
 
     attrs = random_convlstm(rng, 2, 3, k=3, kind="int8")

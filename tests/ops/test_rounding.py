@@ -1,4 +1,4 @@
-"""The one rounding definition (compiler/ops/rounding.py) and its back ends.
+"""The one rounding definition (compiler/exact/rounding.py) and its back ends.
 
 The decision table is checked against the modes' definitions on exact rationals; every back
 end (int64 numpy, float64 numpy, onnxruntime nodes, the C++ header every kernel includes)
@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from tessera.compiler.ops.rounding import CPP_ENUM, Rounding, div_round, round_float, shift_round
+from tessera.compiler.exact.rounding import CPP_ENUM, Rounding, div_round, round_float, shift_round
 from tessera.compiler.reference.model import OnnxBuilder, OrtReference
 from tessera.hls_templates import path as template_path
 

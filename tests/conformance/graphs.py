@@ -1,0 +1,80 @@
+"""The peers' graphs of unusual shape, in our own words: a model that is one quantizer, an
+upsampling before a convolution, several inputs or outputs.  Each case cites the peer test it
+mirrors and is run like those of :mod:`.cases` (``tests/conformance/test_conformance.py``,
+``bench/conformance.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from onnx import helper
+
+from .cases import Case, _const, _graph, _quant
+
+
+# -- FINN: tests/brevitas/test_brevitas_*_quanthardtanh_export.py -----------------------------
+def finn_quanthardtanh(bits: int, narrow: bool, max_val: float, min_val: float = -1.0,
+                       learned: float | None = None) -> Callable[[Path], Path]:
+    """test_brevitas_non_scaled_quanthardtanh_export.py (``learned`` None: a constant scale) and
+    test_brevitas_scaled_qhardtanh_export.py (a learned scale set to ``learned``): one
+    QuantHardTanh of ``bits`` (1: binary) on a (1, 10) input, exported alone -- the graph is one
+    Quant (BipolarQuant) from the input to the output."""
+
+    def build(path: Path) -> Path:
+        import torch
+        from brevitas.core.quant import QuantType
+        from brevitas.core.restrict_val import RestrictValueType
+        from brevitas.core.scaling import ScalingImplType
+        from brevitas.nn import QuantHardTanh
+
+        from tessera.models.train import export_model
+
+        act = QuantHardTanh(bit_width=bits, quant_type=QuantType.BINARY if bits == 1 else QuantType.INT,
+                            max_val=max_val, min_val=min_val, restrict_scaling_type=RestrictValueType.LOG_FP,
+                            scaling_impl_type=ScalingImplType.CONST if learned is None else ScalingImplType.PARAMETER,
+                            narrow_range=narrow)
+        if learned is not None:
+            key = next(k for k in act.state_dict() if k.endswith("scaling_impl.value"))
+            act.load_state_dict({key: torch.tensor(learned)})
+        return export_model(act.eval(), torch.randn(1, 10), path)
+
+    return build
+
+
+# -- qonnx: tests/transformation/test_nn_resize_to_deconv.py --------------------------------
+def qonnx_resize_conv(path: Path) -> Path:
+    """quant_nn_resize_model(r=2, ifm=4, ich=3, och=10, ksize=3, use_bias=True, channelwise=True):
+    a nearest Resize x2 of a (3, 4, 4) map, then a 3x3 pad-1 Conv of 4-bit narrow weights with
+    random scales per output channel and a 16-bit Quant bias of a random scale.  The peer feeds
+    floats in [0, 1): here an 8-bit unsigned Quant of the input on a 2**-8 grid."""
+    rng = np.random.default_rng(0)
+    ich, och, ksize, r, ifm = 3, 10, 3, 2, 4
+    nodes = [_quant("x", "xq", "s_x", "zero", "bits_x", signed=0),
+             helper.make_node("Resize", ["xq", "roi", "scales"], ["hid0"], name="Resize_0", mode="nearest"),
+             _quant("conv_param", "param0", "scale_param", "zero_w", "bitwidth_param", narrow=1),
+             _quant("bias_param", "param1", "scale_bias", "zero", "bitwidth_bias", narrow=1),
+             helper.make_node("Conv", ["hid0", "param0", "param1"], ["y"], name="Conv_0", kernel_shape=[ksize, ksize],
+                              strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], group=1)]
+    inits = [_const("s_x", 2.0**-8), _const("zero", 0.0), _const("bits_x", 8.0), _const("roi", np.zeros(0)),
+             _const("scales", [1.0, 1.0, r, r]), _const("conv_param", rng.standard_normal((och, ich, ksize, ksize))),
+             _const("scale_param", rng.random((och, 1, 1, 1))), _const("zero_w", np.zeros((och, 1, 1, 1))),
+             _const("bitwidth_param", 4.0), _const("bias_param", rng.standard_normal(och)),
+             _const("scale_bias", rng.random(1)), _const("bitwidth_bias", 16.0)]
+    return _graph(path, nodes, inits, (ich, ifm, ifm), (och, ifm * r, ifm * r))
+
+
+GRAPH_CASES: tuple[Case, ...] = (
+    Case("finn_quanthardtanh_binary", "FINN tests/brevitas/test_brevitas_non_scaled_quanthardtanh_export.py "
+         "(abits=1, max_val=1.0)", finn_quanthardtanh(1, False, 1.0)),
+    Case("finn_quanthardtanh_4b_narrow", "FINN tests/brevitas/test_brevitas_non_scaled_quanthardtanh_export.py "
+         "(abits=4, narrow_range=True, max_val=1 - 2**-7)", finn_quanthardtanh(4, True, 1 - 2**-7)),
+    Case("finn_qhardtanh_scaled", "FINN tests/brevitas/test_brevitas_scaled_qhardtanh_export.py (abits=4, "
+         "min_val=-2, max_val=2, PARAMETER scaling, learned value 0.49)",
+         finn_quanthardtanh(4, False, 2.0, -2.0, learned=0.49)),
+    Case("qonnx_resize_conv", "qonnx tests/transformation/test_nn_resize_to_deconv.py::"
+         "test_quant_resize_conv_to_deconv_layer (upscale 2, kernel 3, bias, channelwise)", qonnx_resize_conv),
+)
+
+__all__ = ["GRAPH_CASES", "finn_quanthardtanh", "qonnx_resize_conv"]
