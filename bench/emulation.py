@@ -15,6 +15,10 @@ Per model:
   ``hls4ml.converters.link_existing_project``: the same C++, built and run by hls4ml (its
   outputs must equal Tessera's, ``==``).
 - **onnxruntime**: Tessera's exact reference (``OrtReference``) on the same codes, warm.
+- **Whole processes**: ``tessera emulate`` of the row's inputs as a user runs it (the
+  command in a new process: imports, the project read, the up-to-date check, worker start,
+  the run, the output written), warm (the library built before), the fastest of
+  :data:`WARM_RUNS` after a first; and ``tessera --help``, the fastest of :data:`HELP_RUNS`.
 
 Every Tessera emulation is compared with the reference (``==`` on every output).  Ratios
 are the result: first run = compile + cold build + first emulation, against hls4ml's convert
@@ -34,6 +38,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 import warnings
@@ -90,6 +95,8 @@ def cosmoflow_model(work: Path, size: int = 32, width: float = 0.25) -> Path:
 
 #: Warm emulations timed per configuration (the fastest is reported).
 WARM_RUNS = 2
+#: Runs of ``tessera --help`` timed (the fastest is reported).
+HELP_RUNS = 5
 #: Rows whose top function is also built other ways (:func:`flag_study`).
 STUDY = ("digits_cnn io_parallel", "digits_cnn io_stream", "lstm ternary")
 #: label -> (model file maker, io type, samples, block grid or None)
@@ -135,7 +142,7 @@ def tessera(label: str, model: Path, io_type: str, grid, codes: np.ndarray, ref:
 
     prj = work / f"{_folder(label)}_tessera"
     t0 = time.perf_counter()
-    api.compile_model(model, prj, io_type=io_type, grid=grid, force=True)
+    api.compile_model(model, prj, api.CompileOptions(io_type=io_type, grid=grid, force=True))
     row = {"compile_s": time.perf_counter() - t0}
 
     def build(rebuild: bool) -> tuple[float, object]:
@@ -160,7 +167,7 @@ def tessera(label: str, model: Path, io_type: str, grid, codes: np.ndarray, ref:
     row["rebuild_unchanged_s"], _ = build(False)
     if grid is None:
         other = work / f"{_folder(label)}_tessera_copy"
-        api.compile_model(model, other, io_type=io_type, force=True)
+        api.compile_model(model, other, api.CompileOptions(io_type=io_type, force=True))
         t = time.perf_counter()
         rep = Builder().build(other)
         row["second_project_s"] = time.perf_counter() - t
@@ -232,7 +239,7 @@ def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> l
 
     sim = CSim(prj, workers=1)
     x = np.array(sim.bridge_inputs(codes[:n]), order="C")
-    n_out = int(np.prod(sim.manifest["output"]["shape"]))
+    n_out = sim.manifest.output.size
     out = []
     for opt, codegen, view in (*FLAG_VARIANTS, FLAG_VARIANTS[0]):  # the default again last: the project as it was
         rep = Builder(cache=ObjectCache(None), opt=opt, codegen_opt=codegen, aptypes_view=view, shards=1).build(
@@ -258,6 +265,38 @@ def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> l
                     "ms_per_sample": ms})
         print(f"  {opt}, code_gen -O{codegen}, ap_types {ap_types}: top {top:.1f} s, {ms:.3f} ms/sample", flush=True)
     return out
+
+
+def _tessera_command() -> list[str]:
+    """``tessera`` as a user runs it: the console script beside this Python, else ``python -m tessera.cli``."""
+    script = Path(sys.executable).with_name("tessera")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tessera.cli"]
+
+
+def _process_seconds(args: list[str]) -> float:
+    """Wall seconds of ``tessera ARGS`` in a new process (it must succeed)."""
+    t = time.perf_counter()
+    res = subprocess.run(_tessera_command() + args, capture_output=True, text=True)
+    seconds = time.perf_counter() - t
+    assert res.returncode == 0, f"tessera {' '.join(args)}: {res.stderr[-500:]}"
+    return seconds
+
+
+def help_seconds() -> float:
+    """``tessera --help`` in a new process, the fastest of :data:`HELP_RUNS`."""
+    return min(_process_seconds(["--help"]) for _ in range(HELP_RUNS))
+
+
+def whole_process(label: str, prj: Path, x_real: np.ndarray, expected: np.ndarray, work: Path) -> dict:
+    """``tessera emulate`` of ``x_real`` in a new process, the library built before: the
+    fastest of :data:`WARM_RUNS` after a first; its outputs equal to the reference's (``==``)."""
+    inputs, outputs = work / f"{_folder(label)}_x.npy", work / f"{_folder(label)}_y.npy"
+    np.save(inputs, x_real)
+    args = ["emulate", str(prj), "--input", str(inputs), "--output", str(outputs)]
+    first = _process_seconds(args)
+    warm = min(_process_seconds(args) for _ in range(WARM_RUNS))
+    assert np.array_equal(np.load(outputs).reshape(expected.shape), expected), f"{label}: tessera emulate != reference"
+    return {"first_s": first, "warm_s": warm}
 
 
 # ----------------------------------------------------------------------------- hls4ml
@@ -341,6 +380,9 @@ def run_model(label: str, work: Path, cache: Path) -> dict:
         {"converts": None, "error": "run for io_parallel rows only (its documented flow)"}
     if grid is None:
         row["hls4ml_same_project"] = hls4ml_same_project(Path(row["tessera"]["project"]), codes, ref)
+    print(f"[{label}] tessera emulate as a process", flush=True)
+    row["tessera_process"] = whole_process(label, Path(row["tessera"]["project"]), x_real,
+                                           graph.real(graph.output, ref), work)
     if grid is None:
         print(f"[{label}] cold build variants", flush=True)
         row["cold_build_study"] = cold_build_study(Path(row["tessera"]["project"]), cache)
@@ -366,6 +408,7 @@ def ratios(r: dict) -> dict:
     if same:
         out["first_vs_hls4ml_same"] = first / (t["compile_s"] + same["compile_s"] + same["predict_s"])
         out["warm_vs_hls4ml_same_predict"] = warm / same["predict_warm_s"]
+        out["process_vs_hls4ml_same_predict"] = r["tessera_process"]["warm_s"] / same["predict_warm_s"]
         out["build_cold_vs_hls4ml_compile"] = t["build_cold_s"] / same["compile_s"]
     return out
 
@@ -374,11 +417,30 @@ def _f(v, digits=2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def write_outputs(rows: list[dict], out: Path) -> None:
+def process_lines(rows: list[dict], help_s: float) -> list[str]:
+    """The whole-process section: ``tessera emulate`` as a user runs it, and ``tessera --help``."""
+    lines = ["", "## Whole processes", "",
+             f"`tessera emulate PROJECT --input X.npy --output Y.npy` in a new process, as a user runs it (Python's start "
+             "and imports, the project read, the up-to-date check, worker start, the run, the output written), the "
+             f"library built before: the fastest of {WARM_RUNS} runs after a first; its outputs equal the reference's "
+             "(`==`).  Against hls4ml's warm `predict` of the same project *in* a process that has everything loaded.  "
+             f"`tessera --help` in a new process: {help_s:.2f} s (the fastest of {HELP_RUNS}).", "",
+             "| model | samples | `tessera emulate` first s | warm s | in-process warm s | hls4ml same project predict s | "
+             "warm process vs hls4ml predict |", "|---|---|---|---|---|---|---|"]
+    k = rows[0]["cores"]
+    for r in rows:
+        proc, same = r["tessera_process"], r.get("hls4ml_same_project")
+        lines.append(f"| {r['model']} | {r['samples']:,} | {proc['first_s']:.2f} | {proc['warm_s']:.2f} | "
+                     f"{r['tessera'][f'workers_{k}']['warm_s']:.2f} | {_f(same and same['predict_warm_s'])} | "
+                     f"{_f(r['ratios'].get('process_vs_hls4ml_same_predict'))} |")
+    return lines
+
+
+def write_outputs(rows: list[dict], out: Path, help_s: float) -> None:
     for r in rows:
         r["ratios"] = ratios(r)
-    (out / "emulation.json").write_text(json.dumps({"machine": platform.platform(), "cores": _cores(), "rows": rows},
-                                                   indent=1) + "\n")
+    (out / "emulation.json").write_text(json.dumps({"machine": platform.platform(), "cores": _cores(),
+                                                    "tessera_help_s": help_s, "rows": rows}, indent=1) + "\n")
     k = rows[0]["cores"]
     lines = ["# Emulation speed: Tessera's C-simulation, hls4ml's and the exact onnxruntime reference", "",
              f"Generated by `python bench/emulation.py` on {k} cores ({platform.machine()}); raw numbers in "
@@ -417,6 +479,7 @@ def write_outputs(rows: list[dict], out: Path) -> None:
                      f"{t['rebuild_unchanged_s']:.3f} | {second} | {wk['start_s']:.2f} | {wk['first_s']:.2f} | "
                      f"{t['workers_1']['warm_s']:.2f} | {wk['warm_ms_per_sample']:.3f} | {own_cell} | {same_cell} | "
                      f"{r['ort_reference_s']:.3f} |")
+    lines += process_lines(rows, help_s)
     colds = [r for r in rows if r.get("cold_build_study")]
     if colds:
         names = [n for n, _ in COLD_VARIANTS]
@@ -514,12 +577,14 @@ def main() -> None:
     cache = a.work / "cache"
     os.environ["TESSERA_CACHE"] = str(cache)  # the bench's own object store: emptied for the cold builds
     import_both()
+    help_s = help_seconds()
+    print(json.dumps({"tessera_help_s": round(help_s, 3)}), flush=True)
     rows = []
     for label in labels:
         rows.append(run_model(label, a.work, cache))
         print(json.dumps({"model": label, **{k: round(v, 3) for k, v in ratios(rows[-1]).items()}}), flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
-    write_outputs(rows, a.out)
+    write_outputs(rows, a.out, help_s)
     print((a.out / "emulation.md").read_text())
 
 

@@ -82,9 +82,9 @@ def render(data: dict, out: Path) -> None:
                   "outputs that differ from the exact reference (a report: float execution may round).", "",
                   "| mutation | outcome | user model |", "|---|---|---|"]
         for x in c["cases"]:
-            u = x.get("user_model") or {}
-            um = (f"{u['differing_outputs']}/{u['outputs']} differ" if "outputs" in u else
-                  u.get("error") or u.get("skipped") or "-")
+            u = x.get("user_model")
+            um = ("-" if u is None else f"{u['differing_outputs']}/{u['outputs']} differ" if u["execution"] == "ran" else
+                  u["reason"])
             lines.append(f"| {x['mutation']} | {x.get('line') or x.get('message')} | {um} |")
     for name in ("feedforward", "recurrent"):
         d = data.get(name)

@@ -9,6 +9,7 @@ reference on the same inputs, whose outputs are compared with ``==``).
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from tessera.compiler import api
@@ -65,31 +66,31 @@ def checks_cell(r: dict) -> str:
 
 
 def measure_project(onnx_path: Path, prj: Path, io: str, samples: int, data: Path | None = None,
-                    user_samples: int = 100, seed: int = 0, tb_samples: int = 64, oracle=None,
-                    oracle_name: str | None = None, input_type: str | None = None) -> dict:
+                    user_samples: int = 100, seed: int = 0, tb_samples: int = 64, oracle: api.Oracle | None = None,
+                    input_type: str | None = None) -> dict:
     """Compile ``onnx_path`` into ``prj`` (``io`` = ``parallel`` | ``stream``), build the
-    C-simulation from scratch and verify it.  Returns one JSON-ready row."""
+    C-simulation from scratch and verify it (``oracle``: the independent executor of a model
+    no ONNX executor runs).  Returns one JSON-ready row."""
     graph = api.load_model(onnx_path, input_type)
-    t0 = time.perf_counter()
-    api.write(graph, onnx_path, prj, api.hls_options(graph, f"io_{io}"), force=True, tb_samples=tb_samples)
-    compile_s = time.perf_counter() - t0
+    compile_s = api.write(graph, onnx_path, prj, api.CompileOptions(io_type=f"io_{io}", force=True,
+                                                                    tb_samples=tb_samples)).seconds
     t0 = time.perf_counter()
     Builder(cache=ObjectCache(None)).build(prj, rebuild=True, testbench=True)  # a first build: no stored objects
     build_s = time.perf_counter() - t0
-    rep = api.verify_project(onnx_path, prj, samples=samples, seed=seed, data=data, user_samples=user_samples,
-                             oracle=oracle, oracle_name=oracle_name)
+    rep = api.verify_project(onnx_path, prj, api.VerifyOptions(samples=samples, seed=seed, data=data,
+                                                               user_samples=user_samples, oracle=oracle))
     rows = api.layer_table(graph)
     sec = rep.seconds
     return {
         "io_type": f"io_{io}", "compile_s": round(compile_s, 2), "csim_build_s": round(build_s, 2),
-        "csim_samples_per_s": round(rep.samples / max(sec["csim_run"], 1e-9), 2),
-        "ort_reference_samples_per_s": round(rep.samples / max(sec["reference"], 1e-9), 2),
+        "csim_samples_per_s": round(rep.samples / max(sec.csim_run, 1e-9), 2),
+        "ort_reference_samples_per_s": round(rep.samples / max(sec.reference, 1e-9), 2),
         "verify_samples": rep.samples, "verify_random_samples": rep.random_samples,
         "verify_data_samples": rep.data_samples, "verify_outputs": rep.outputs, "mismatches": rep.mismatches,
         "reference_vs_integer_semantics_mismatches": rep.reference_vs_integer_semantics_mismatches,
-        "testbench": rep.testbench, "user_model": rep.user_model, "independent": independent_summary(rep),
+        "testbench": str(rep.testbench), "user_model": user_model_summary(rep), "independent": independent_summary(rep),
         "hls_checks": hls_checks(prj),
-        "verify_seconds": sec,
+        "verify_seconds": asdict(sec),
         "macs": int(sum(r["macs"] for r in rows)), "weight_bits": weight_bits(graph),
         "max_accumulator_bits": max(r["width"] for r in rows), "ops": len(graph.nodes),
     }
@@ -118,17 +119,22 @@ def plot_speed(axes, results: list[dict], labels: list[str], unit: str = "sample
 def independent_summary(rep) -> dict:
     """The independent check of a verify report, for a results row."""
     ind = rep.independent
-    return {k: ind.get(k) for k in ("executor", "samples", "outputs", "equal", "undecidable_outputs", "differing_outputs",
-                                    "first_differing_node", "none", "error")} | {"passed": rep.independent_passed}
+    return {k: getattr(ind, k) for k in ("executor", "execution", "reason", "samples", "outputs", "equal",
+                                         "undecidable_outputs", "differing_outputs", "first_differing_node")} | \
+        {"passed": rep.independent_passed}
+
+
+def user_model_summary(rep) -> dict | None:
+    """The user's float32 tool against the exact reference, for a results row (None: not run)."""
+    return None if rep.user_model is None else asdict(rep.user_model)
 
 
 def independent_cell(r: dict) -> str:
     """'equal/outputs' of the independent check (or why there is none)."""
     ind = r.get("independent") or {}
-    if ind.get("none"):
-        return "none"
-    if ind.get("error"):
-        return "error"
+    execution = ind.get("execution", "ran")
+    if execution != "ran":
+        return "none" if execution == "no executor" else "error"
     cell = f"{ind.get('equal', 0):,}/{ind.get('outputs', 0):,}"
     if ind.get("undecidable_outputs"):
         cell += f" ({ind['undecidable_outputs']} undecidable)"

@@ -89,7 +89,7 @@ def bench_one(cell, weights, io, work, steps, samples, max_real) -> dict:
     prj = work / f"{cell}_{weights}_hls" / f"prj_{io}"
     row = {"cell": cell, "weights": weights, "steps": steps,
            **measure_project(onnx_path, prj, io, samples, data=real, user_samples=0,
-                             oracle=lambda x: brevitas_from_embedded(model, x), oracle_name=BREVITAS)}
+                             oracle=api.Oracle(BREVITAS, lambda x: brevitas_from_embedded(model, x)))}
     # the exact reference against brevitas on the same sequences (random + real)
     sim = api.simulation(prj)
     codes = np.concatenate([sample_codes(graph.values[graph.input], samples, seed=0), api.input_codes(prj, real)])
@@ -148,8 +148,8 @@ def bench_convlstm(weights, io, work, samples, max_real) -> dict:
             return space_to_depth(model(x), model.patch).numpy().astype(np.float64)
 
     row = {"cell": "convlstm", "weights": weights, "steps": f"{cfg['in_frames']}+{cfg['n_frames'] - cfg['in_frames']}",
-           **measure_project(onnx_path, prj, io, samples, data=real, user_samples=0, tb_samples=8, oracle=forward,
-                             oracle_name=BREVITAS)}
+           **measure_project(onnx_path, prj, io, samples, data=real, user_samples=0, tb_samples=8,
+                             oracle=api.Oracle(BREVITAS, forward))}
     codes = api.input_codes(prj, real)
     ref = OrtReference(reference_model(graph)).run(codes)
     with torch.no_grad():

@@ -26,7 +26,8 @@ from tessera.compiler.samples import sample_codes
 from tessera.models.train import train_model
 from tessera.models.zoo import ZOO
 
-from hls_bench import COMMON_HEADER, common_cells, hls_checks, independent_summary, plot_speed, weight_bits
+from hls_bench import (COMMON_HEADER, common_cells, hls_checks, independent_summary, plot_speed, user_model_summary,
+                       weight_bits)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,9 +40,7 @@ def bench_one(name: str, io: str, work: Path, samples: int, throughput_n: int) -
     metrics = json.loads((mdir / "metrics.json").read_text())
     graph = api.load_model(onnx_path)
     prj = work / f"{name}_{io}"
-    t0 = time.perf_counter()
-    api.write(graph, onnx_path, prj, api.hls_options(graph, f"io_{io}"), force=True)
-    compile_s = time.perf_counter() - t0
+    compile_s = api.write(graph, onnx_path, prj, api.CompileOptions(io_type=f"io_{io}", force=True)).seconds
     sim = api.simulation(prj)
     t0 = time.perf_counter()
     sim.build(rebuild=True)
@@ -58,7 +57,7 @@ def bench_one(name: str, io: str, work: Path, samples: int, throughput_n: int) -
     ort_s = time.perf_counter() - t0
     assert np.array_equal(got, ref), "throughput run disagrees"
 
-    rep = api.verify_project(onnx_path, prj, samples=samples, data=mdir / "test_inputs.npy", user_samples=100)
+    rep = api.verify_project(onnx_path, prj, api.VerifyOptions(samples=samples, data=mdir / "test_inputs.npy"))
     x_test = api.input_codes(prj, mdir / "test_inputs.npy")
     y = sim.run_codes(x_test)
     labels = np.load(mdir / "test_labels.npy")
@@ -71,7 +70,7 @@ def bench_one(name: str, io: str, work: Path, samples: int, throughput_n: int) -
         "verify_samples": rep.samples, "verify_random_samples": rep.random_samples, "verify_data_samples": rep.data_samples,
         "verify_outputs": rep.outputs, "mismatches": rep.mismatches,
         "reference_vs_integer_semantics_mismatches": rep.reference_vs_integer_semantics_mismatches,
-        "testbench": rep.testbench, "user_model": rep.user_model, "independent": independent_summary(rep),
+        "testbench": str(rep.testbench), "user_model": user_model_summary(rep), "independent": independent_summary(rep),
         "hls_checks": hls_checks(prj),
         "brevitas_test_accuracy": metrics.get("final_test_accuracy"), "csim_test_accuracy": csim_acc,
         "macs": int(sum(r["macs"] for r in rows)), "weight_bits": weight_bits(graph),

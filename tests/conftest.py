@@ -79,7 +79,7 @@ def qonnx_mlp(path, act_scale=2.0**-4, weight_scale=2.0**-6, insert=None, seed=0
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_qonnx_mlp():
     return qonnx_mlp
 
@@ -168,7 +168,7 @@ def _q(bits: int, frac: int, signed: bool = True, narrow: bool = False):
 
 
 def _w(rng, shape, kind: str, frac: int):
-    from tessera.compiler.ops.cellprog import Weights
+    from tessera.compiler.ops.cells.program import Weights
 
     book = WEIGHT_CODEBOOKS[kind]
     codes = rng.choice(book, size=shape) if book else rng.integers(-127, 128, size=shape)
@@ -182,7 +182,7 @@ def random_lstm(rng, n_in: int, hidden: int, kind: str = "ternary", cell_bits: i
     with scales chosen so that accumulators, cell state (range +-1) and output (+-0.5)
     saturate often."""
     from tessera.compiler.ops import lstm
-    from tessera.compiler.ops.cellprog import Act
+    from tessera.compiler.ops.cells.program import Act
 
     wf = 2 if kind != "int8" else 8
     sig, tanh = _q(8, 8, signed=False), _q(8, 7)
@@ -200,7 +200,7 @@ def random_lstm(rng, n_in: int, hidden: int, kind: str = "ternary", cell_bits: i
 def random_gru(rng, n_in: int, hidden: int, kind: str = "ternary", return_sequences: bool = True, acc_frac: int = 4,
                x_frac: int = 5, h_frac: int = 8):
     from tessera.compiler.ops import gru
-    from tessera.compiler.ops.cellprog import Act
+    from tessera.compiler.ops.cells.program import Act
 
     wx_f, wh_f = (2, 3) if kind != "int8" else (8, 7)
     sig, tanh = _q(8, 8, signed=False), _q(8, 7)
@@ -223,7 +223,7 @@ def random_convlstm(rng, c_in: int, hidden: int, k: int = 3, kind: str = "ternar
     """ConvLSTM attrs (encoder, and a forecaster when ``forecaster_steps``) with scales that
     make accumulators, cell and hidden states saturate."""
     from tessera.compiler.ops import convlstm, lstm
-    from tessera.compiler.ops.cellprog import Act
+    from tessera.compiler.ops.cells.program import Act
 
     sig, tanh = _q(8, 8, signed=False), _q(8, 7)
 
@@ -254,7 +254,7 @@ def _cnn3d_export(tmp_path_factory, name: str, size: int):
     if key not in _GRAPHS:
         import torch
 
-        from tessera.compiler.frontend import compile_ir
+        from tessera.compiler.pipeline import compile_ir
         from tessera.models.cnn3d import build_cnn3d, fold_batchnorm
         from tessera.models.train3d import export_cnn3d
 

@@ -1,6 +1,7 @@
 """The package's shape, read with ``ast`` (docs/architecture.md): layers point one way, no
 import cycles, no private names across modules, op properties asked of the op (no op-name
-strings kept by consumers), files of a readable size.
+strings kept by consumers), the project manifest read only through its typed module, files
+of a readable size.
 
 Each rule is a function returning its findings, so a failing test lists every offender.
 """
@@ -8,6 +9,7 @@ Each rule is a function returning its findings, so a failing test lists every of
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -101,6 +103,34 @@ TRAINING_MAY_IMPORT = ("tessera.compiler.partition.regions", "tessera.compiler.e
 def training_compiler_imports() -> list[str]:
     return [f"{a}:{line} imports {b}" for a, b, _, line in imports()
             if _layer(a) == "training" and _layer(b) == "compiler" and b not in TRAINING_MAY_IMPORT]
+
+
+#: The compiler's layers, bottom up (docs/architecture.md): a module imports only modules of
+#: its own layer or of lower ones.  Exact arithmetic knows nothing above it; the IR knows no op.
+LAYERS: dict[str, int] = {
+    "errors": 0, "observer": 0, "verdict": 0, "exact": 1, "ir": 2, "ops": 3, "frontend": 4, "passes": 5, "pipeline": 6, "samples": 6,
+    "reference": 7, "lower": 7, "independent": 7, "project": 8, "writer": 8, "partition": 9, "sim": 10,
+    "estimate": 11, "hlscheck": 11, "verify": 12, "api": 13,
+}
+
+
+def _compiler_layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "compiler" else None
+
+
+def layer_order() -> list[str]:
+    """Imports from a lower compiler layer to a higher one (and modules of no known layer)."""
+    found = []
+    for name in FILES:
+        layer = _compiler_layer(name)
+        if layer is not None and layer not in LAYERS:
+            found.append(f"{name} belongs to no layer of LAYERS")
+    for a, b, _, line in imports():
+        la, lb = _compiler_layer(a), _compiler_layer(b)
+        if la in LAYERS and lb in LAYERS and LAYERS[lb] > LAYERS[la]:
+            found.append(f"{a}:{line} ({la}) imports {b} ({lb})")
+    return found
 
 
 def import_cycles() -> list[list[str]]:
@@ -234,13 +264,34 @@ def long_files() -> list[str]:
     return out
 
 
+#: The project manifest (tessera.json) read by its JSON keys: a manifest indexed or asked
+#: ``.get`` with a key (the structure report's pattern), the untyped reader it replaced, the
+#: file's JSON indexed.  Only its module reads the keys; training's data manifest is another file.
+MANIFEST_KEY_READS = (
+    re.compile(r"manifest(?:\[[\"']|\.get\()"),
+    re.compile(r"read_manifest\("),
+    re.compile(r"json\.loads\(.*(?:tessera\.json|MANIFEST).*\)\s*\["),
+)
+MANIFEST_MODULE = ROOT / "compiler" / "project.py"
+
+
+def manifest_key_reads() -> list[str]:
+    """Lines of the compiler, the CLI, the benchmarks and the tests that read the project
+    manifest by its keys outside :data:`MANIFEST_MODULE` (its typed ``Manifest``)."""
+    paths = [p for folder in ("compiler", "cli", "bench", "tests") for p in sorted((ROOT / folder).rglob("*.py"))]
+    return [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in paths if p != MANIFEST_MODULE
+            for i, line in enumerate(p.read_text().splitlines(), 1) if any(r.search(line) for r in MANIFEST_KEY_READS)]
+
+
 RULES = {
     "compiler imports models/training/cli": upward_imports,
+    "compiler layers point one way": layer_order,
     "modules outside cli import cli": cli_importers,
     "training imports compiler beyond regions/errors": training_compiler_imports,
     "import cycles": import_cycles,
     "private names across modules": private_imports,
     "op-name strings outside ops/": op_name_strings,
+    "manifest read by keys outside compiler/project.py": manifest_key_reads,
     f"files over {MAX_LINES} lines": long_files,
 }
 
@@ -256,6 +307,10 @@ def test_rules_see_the_package():
     assert len(FILES) > 80 and "tessera.compiler.ops.dense" in FILES and "tessera.cli" in FILES
     assert len(imports()) > 200
     assert {"dense", "conv", "requant"} <= op_names()
+    reads = ["manifest" + '["input"]', "sim.manifest" + ".get('partition')", "read_manifest" + "(prj)",
+             "json.loads((prj / 'tessera.json').read_text())" + '["notices"]']
+    assert [any(r.search(line) for r in MANIFEST_KEY_READS) for line in reads] == [True] * len(reads)
+    assert not any(r.search("Manifest.read(prj).input") for r in MANIFEST_KEY_READS) and MANIFEST_MODULE.is_file()
 
 
 if __name__ == "__main__":  # a summary of the counts, as the closing notes quote them

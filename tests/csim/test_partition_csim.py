@@ -14,6 +14,7 @@ import torch
 from click.testing import CliRunner
 
 from tessera.cli import main
+from tessera.compiler.project import Manifest
 from tessera.models.train import export_model
 
 pytestmark = pytest.mark.csim
@@ -36,11 +37,11 @@ def test_partitioned_project_verifies(tmp_path, conv3d_model, mode, grid, io_typ
     r = runner.invoke(main, ["compile", str(path), "-o", str(prj), "--io-type", io_type, "--partition", grid,
                              "--partition-mode", mode])
     assert r.exit_code == 0, r.output
-    m = json.loads((prj / "tessera.json").read_text())["partition"]
-    assert m["grid"] == [int(v) for v in grid.split("x")] and m["tail"] == "tail" and m["mode"] == mode
-    n_blocks = int(np.prod(m["grid"]))
+    m = Manifest.read(prj).partition
+    assert m.grid == tuple(int(v) for v in grid.split("x")) and m.tail == "tail" and m.mode == mode
+    n_blocks = int(np.prod(m.grid))
     if mode == "overlap":  # the corner blocks differ by their padding: one kernel each
-        assert len(m["kernels"]) == n_blocks
+        assert len(m.kernels) == n_blocks
     x = torch.randn(12, 2, 4, 4, 4)
     np.save(tmp_path / "x.npy", x.numpy())
     r = runner.invoke(main, ["emulate", str(prj), "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"),
@@ -55,12 +56,13 @@ def test_partitioned_project_verifies(tmp_path, conv3d_model, mode, grid, io_typ
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["mismatches"] == 0 and rep["samples"] == 200
     # the C++ host (same schedule: tiles, kernel runs, exchanges, stitching, tail) agrees too
-    assert rep["testbench"].startswith("passed: tessera-host: 4 samples") and rep["testbench"].endswith(" 0 mismatches")
+    tb = rep["testbench"]
+    assert tb["passed"] is True and tb["line"].startswith("tessera-host: 4 samples") and tb["line"].endswith(" 0 mismatches")
     if io_type == "stream":  # every kernel and the tail pass the checks C-simulation cannot give
         r = runner.invoke(main, ["check", str(prj), "--json", str(tmp_path / "check.json")])
         assert r.exit_code == 0, r.output
         checks = json.loads((tmp_path / "check.json").read_text())
-        assert len(checks) == len(set(m["kernels"].values())) + 1
+        assert len(checks) == len(m.folders())
         for c in checks.values():
             assert c["ok"] and c["synthesis_syntax"]["ok"] and c["lint"] == [] and c["fifo"]["ok"]
             assert c["fifo"]["applicable"] and c["fifo"]["fifos"]
@@ -73,7 +75,7 @@ def test_partition_auto_without_budget_asks_the_performance_model(tmp_path, conv
     r = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "p"), "--partition", "auto"])
     assert r.exit_code == 0, r.output
     assert "fits xcu250 (estimate): compiling without blocks" in r.output
-    assert "partition" not in json.loads((tmp_path / "p" / "tessera.json").read_text())
+    assert Manifest.read(tmp_path / "p").partition is None
 
 
 def test_partition_errors_are_one_line(tmp_path, conv3d_model):
@@ -93,8 +95,9 @@ def test_cosmoflow_64_partitioned_csim(tmp_path, cnn3d_export):
     kernels' C-simulations, run by the Python host in 2 workers and by the C++ host, equal
     the whole model's exact onnxruntime reference on every output."""
     from tessera.compiler.lower.hls4ml_lower import HlsOptions
-    from tessera.compiler.partition.project import PartitionedSim, write_partitioned_project
+    from tessera.compiler.partition.project import write_partitioned_project
     from tessera.compiler.partition.runtime import Partition
+    from tessera.compiler.sim.partitioned import PartitionedSim
     from tessera.compiler.reference.model import OrtReference, reference_model
     from tessera.compiler.samples import sample_codes
 

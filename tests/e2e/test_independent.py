@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from tessera.cli import main
-from tessera.compiler.frontend import qonnx_import
-from tessera.compiler.ops.linear import LinearOp
+from tessera.compiler.frontend.handlers import linear as linear_handlers
+from tessera.compiler.ops.base.linear import LinearOp
 
 pytestmark = pytest.mark.csim
 
@@ -63,16 +63,19 @@ def test_ignoring_transB_fails_verify(tmp_path, monkeypatch):
     """The frontend misreads on purpose: C-simulation == our reference (both from the same
     wrong IR), and only the independent executor sees that it is not the user's model."""
     model = _gemm_model(tmp_path / "m.onnx")
-    real = qonnx_import._attr
-    monkeypatch.setattr(qonnx_import, "_attr", lambda node, name, default=None: 0 if name == "transB" else
+    real = linear_handlers.attribute
+    monkeypatch.setattr(linear_handlers, "attribute", lambda node, name, default=None: 0 if name == "transB" else
                         real(node, name, default))
     assert run("compile", model, "-o", tmp_path / "prj")[0] == 0
     code, text, rep = verify(model, tmp_path / "prj", tmp_path)
     assert code == 1, text
     assert rep["mismatches"] == 0 and rep["independent"]["differing_outputs"] > 0
     assert "Traceback" not in text
-    line = text.strip().splitlines()[-2]
+    line, last = text.strip().splitlines()[-2:]
     assert line.startswith("independent check: FAILED") and "first differing node: 'gemm'" in line, line
+    # the last line is the verdict: the failing check, never 'verified'
+    assert last == f"FAILED: independent check: {rep['independent']['differing_outputs']} of 1500 outputs differ " \
+                   "(300 samples)", last
 
 
 def test_dropping_a_bias_fails_verify(tmp_path, make_qonnx_mlp, monkeypatch):
@@ -81,7 +84,11 @@ def test_dropping_a_bias_fails_verify(tmp_path, make_qonnx_mlp, monkeypatch):
     monkeypatch.setattr(LinearOp, "with_bias", lambda self, attrs, codes, btype: attrs)
     assert run("compile", model, "-o", tmp_path / "prj")[0] == 0
     code, text, rep = verify(model, tmp_path / "prj", tmp_path)
-    assert code == 1 and "first differing node: 'Add_0'" in text.strip().splitlines()[-2], text
+    line, last = text.strip().splitlines()[-2:]
+    assert code == 1 and "first differing node: 'Add_0'" in line, text
+    assert last == f"FAILED: independent check: {rep['independent']['differing_outputs']} of {rep['outputs']} outputs " \
+                   "differ (300 samples)", last
+    assert rep["mismatches"] == 0 and rep["independent"]["differing_outputs"] > 0
 
 
 def test_edited_source_is_rebuilt_and_fails(tmp_path, make_qonnx_mlp):

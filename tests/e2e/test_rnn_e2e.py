@@ -13,7 +13,7 @@ import torch
 from click.testing import CliRunner
 
 from tessera.cli import main
-from tessera.compiler.frontend import compile_ir
+from tessera.compiler.pipeline import compile_ir
 from tessera.compiler.ops.quant import quantize_float
 from tessera.compiler.reference.interpret import run_ir
 
@@ -90,14 +90,19 @@ def test_sentiment_cli_verifies(tmp_path, cell, weights, io_type):
     lines = r.output.strip().splitlines()
     assert r.exit_code == 1 and "39/40 equal the exact reference" in r.output, r.output
     assert lines[-2].startswith("independent check: FAILED, 1 of 40 outputs differ from the training framework's"), lines
-    assert lines[-1] == "verified: 30 samples, 60 outputs, 0 mismatches", lines
+    assert lines[-1] == "FAILED: independent check: 1 of 40 outputs differ (30 samples)", lines
     # without a framework there is no independent executor: said so, and an error on request
     r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10"])
     lines = r.output.strip().splitlines()
     assert r.exit_code == 0 and lines[-2].startswith("independent check: none (no ONNX executor runs Quant"), lines
+    assert lines[-1] == "verified: 10 samples, 20 outputs, 0 mismatches", lines
     r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10", "--require-independent"])
+    lines = r.output.strip().splitlines()
     assert r.exit_code == 1, r.output
-    assert "QuantLSTMCell" in rep["user_model"]["skipped"] or "QuantGRUCell" in rep["user_model"]["skipped"]
+    assert lines[-1].startswith("FAILED: independent check: none (no ONNX executor runs Quant"), lines
+    assert lines[-1].endswith(" -- required (--require-independent) (10 samples)"), lines
+    assert rep["user_model"]["execution"] == "no executor"
+    assert "QuantLSTMCell" in rep["user_model"]["reason"] or "QuantGRUCell" in rep["user_model"]["reason"]
 
 
 @pytest.mark.parametrize("weights,io_type", [("ternary", "parallel"), ("quaternary", "stream")])

@@ -41,8 +41,11 @@ def test_one_lsb_weight_change_is_caught(project, tmp_path):
     r, rep = run_verify(model, prj, tmp_path)
     assert r.exit_code == 1
     assert rep["mismatches"] > 0 and rep["first_mismatches"]
-    assert rep["testbench"].startswith("FAILED")
-    assert r.output.strip().splitlines()[-1].startswith("verified: 400 samples, 1600 outputs, ")
+    assert rep["testbench"]["passed"] is False
+    last = r.output.strip().splitlines()[-1]  # the verdict names each failing check with its count
+    assert last.startswith(f"FAILED: C-simulation: {rep['mismatches']} of 1600 outputs differ from the exact reference; "
+                           f"testbench: {rep['testbench']['line']}"), last
+    assert last.endswith(" (400 samples)") and "independent check" not in last, last
 
 
 def test_changed_rounding_mode_is_caught(project, tmp_path):
@@ -99,7 +102,7 @@ def test_one_lut_entry_is_caught(tmp_path, make_qonnx_mlp):
     least often (but at least once) is picked, so the test shows every reached entry counts."""
     import numpy as np
 
-    from tessera.compiler.frontend import compile_ir
+    from tessera.compiler.pipeline import compile_ir
     from tessera.compiler.reference.interpret import run_ir
     from tessera.compiler.samples import sample_codes
 

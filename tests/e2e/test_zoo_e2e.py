@@ -10,17 +10,17 @@ from click.testing import CliRunner
 from tessera.cli import main
 from tessera.models.train import train_model
 
-pytestmark = [pytest.mark.csim, pytest.mark.slow]
+pytestmark = [pytest.mark.csim]
 
-CASES = [
-    ("jet_mlp_w8a8", "parallel"),
-    ("jet_mlp_w8a8", "stream"),
-    ("jet_mlp_w4a4", "parallel"),
-    ("digits_cnn_w8a8", "stream"),
-    ("digits_cnn_binary", "parallel"),
-    ("digits_cnn_ternary", "stream"),
-    ("digits_cnn_w4a4", "parallel"),
-]
+CASES = [("jet_mlp_w8a8", "parallel")] + [  # the default run keeps one model
+    pytest.param(name, io_type, marks=pytest.mark.slow) for name, io_type in [
+        ("jet_mlp_w8a8", "stream"),
+        ("jet_mlp_w4a4", "parallel"),
+        ("digits_cnn_w8a8", "stream"),
+        ("digits_cnn_binary", "parallel"),
+        ("digits_cnn_ternary", "stream"),
+        ("digits_cnn_w4a4", "parallel"),
+    ]]
 
 
 @pytest.fixture(scope="module")
@@ -51,4 +51,4 @@ def test_zoo_model_verifies_bit_exactly(trained, tmp_path, name, io_type):
     assert rep["mismatches"] == 0 and rep["first_mismatches"] == []
     assert rep["samples"] == 300 + rep["data_samples"] and rep["data_samples"] > 0
     assert rep["reference_vs_integer_semantics_mismatches"] == 0
-    assert rep["testbench"].startswith("passed")
+    assert rep["testbench"]["passed"] is True

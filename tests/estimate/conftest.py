@@ -85,17 +85,18 @@ def conv3d_chain(make_graph, make_type, rng, size=32, ch=4):
 def project_reuse(prj) -> dict[str, int]:
     """hls layer name -> the reuse_factor of its config struct in firmware/parameters.h
     (hls4ml numbers a layer's config by its index: position in the layer list + 1)."""
-    import json
     import re
 
+    from tessera.compiler.project import Manifest
+
     params = (prj / "firmware" / "parameters.h").read_text()
-    layers = json.loads((prj / "tessera.json").read_text())["hls_layers"]
+    layers = Manifest.read(prj).hls_layers
     out = {}
     for k, layer in enumerate(layers):
         m = re.search(rf"struct config{k + 1} : [^{{]*\{{(.*?)\n}};", params, re.S)
         r = re.search(r"reuse_factor = (\d+);", m.group(1)) if m else None
         if r:
-            out[layer["name"]] = int(r.group(1))
+            out[layer.name] = int(r.group(1))
     return out
 
 
@@ -116,7 +117,7 @@ BUILDERS = {
 @pytest.fixture(scope="session")
 def exported(tmp_path_factory):
     """name -> (onnx path, typed IR graph), built once per session on first use."""
-    from tessera.compiler.frontend import compile_ir
+    from tessera.compiler.pipeline import compile_ir
 
     out = tmp_path_factory.mktemp("estimate_models")
     cache = {}

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from click.testing import CliRunner
 
 from tessera.cli import main
 from tessera.compiler.estimate import choose_reuse
+from tessera.compiler.project import Manifest
 
 from .conftest import project_reuse
 
@@ -25,8 +24,7 @@ def test_compile_reuse_auto_uses_the_chooser(exported, tmp_path):
     got = project_reuse(prj)
     linear = [name for name in got if name.endswith(("_conv", "_dense"))]
     assert [got[n] for n in linear] == [want[n.name] for n in g.nodes if n.name in want]
-    manifest = json.loads((prj / "tessera.json").read_text())
-    assert manifest["options"]["layer_reuse"] == want
+    assert Manifest.read(prj).options.layer_reuse == want
 
 
 def test_compile_reuse_takes_an_integer_or_auto(exported, tmp_path):

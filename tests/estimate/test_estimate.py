@@ -268,7 +268,7 @@ def test_resource_strategy_moves_weights_to_block_ram(exported):
 def test_memory_tiles_and_storage():
     """A bank's RAMB18 count is its cheapest tile shape (UG573); depth 1 is registers, up to
     64 words distributed RAM, ap_shift_reg line buffers SRL LUTs (32 words per LUT)."""
-    from tessera.compiler.ops.work import Memory, Storage
+    from tessera.compiler.ops.base.cost import Memory, Storage
 
     cases = {(18, 1024): 1, (36, 512): 1, (72, 512): 2, (8, 2048): 1, (9, 2049): 2, (1, 16385): 2, (1000, 121): 28,
              (4, 65): 1}
@@ -288,7 +288,7 @@ def test_stream_buffers_follow_the_kernels(exported, name, kernel_rank):
     banks (complete over planes and channels, cyclic by k over rows and columns) holding
     k_0 padded planes.  io_parallel keeps none."""
     from tessera.compiler.ops import OPS, Trait
-    from tessera.compiler.ops.work import Storage, padded
+    from tessera.compiler.ops.base.cost import Storage, padded
 
     _, g = exported(name)
     seen = 0
@@ -316,7 +316,7 @@ def test_every_op_has_a_cost_facet(exported):
     estimator gets a Work from each node of a real model through it."""
     from tessera.compiler.estimate import node_work
     from tessera.compiler.ops import OPS, OpDef
-    from tessera.compiler.ops.work import Work
+    from tessera.compiler.ops.base.cost import Work
 
     for name, op in OPS.items():
         assert isinstance(op, OpDef) and op.name == name

@@ -17,7 +17,7 @@ from tessera.compiler.estimate import estimate, get_part
 from tessera.compiler.ir.types import FixedType
 from tessera.compiler.lower.hls4ml_lower import HlsOptions
 from tessera.compiler.ops import conv, convtranspose, dense, relu
-from tessera.compiler.ops.work import multiplier_limit
+from tessera.compiler.ops.base.cost import multiplier_limit
 from tessera.compiler.writer import write_project
 
 pytestmark = pytest.mark.csim
@@ -80,7 +80,7 @@ def test_zero_weights_need_no_multiplier():
 def test_allocation_regions_each_round_up_and_products_outside_stay():
     """A kernel with ALLOCATION regions (the recurrent cells): each region's limit, plus one
     multiplier per product outside them (float-scale requantizations)."""
-    from tessera.compiler.ops.work import Work
+    from tessera.compiler.ops.base.cost import Work
 
     assert Work(macs=1, mults=65).multipliers(4) == 17
     assert Work(macs=1, mults=65, regions=(33, 30)).multipliers(4) == 9 + 8 + 2

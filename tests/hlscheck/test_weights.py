@@ -3,9 +3,15 @@ would store vs what C-simulation loaded, type exactness, and literals that round
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tessera.compiler.hlscheck.weights import scan_weights
+from tessera.compiler.lower.hls4ml_lower import HlsOptions
+from tessera.compiler.ops import relu
+from tessera.compiler.project import Manifest
+
+from ..conftest import full_range, one_op_graph
 
 TYPES = """typedef ap_fixed<60,60> wide_fixed_t;
 typedef ap_int<60> wide_int_t;
@@ -26,7 +32,8 @@ def project(tmp_path, arrays: dict[str, tuple[str, list[str]]], txt: dict[str, l
     w = tmp_path / "firmware" / "weights"
     w.mkdir(parents=True)
     (tmp_path / "firmware" / "defines.h").write_text(TYPES)
-    (tmp_path / "tessera.json").write_text("{}")  # the scan reads any project with a manifest
+    graph = one_op_graph(full_range(8, 0, True, (4,)), ("relu", relu.Attrs()))
+    Manifest.of(graph, None, HlsOptions(), np.arange(4), np.arange(4)).write(tmp_path)  # the scan reads any project
     for name, (type_name, values) in arrays.items():
         (w / f"{name}.h").write_text(header(name, type_name, values))
         (w / f"{name}.txt").write_text(", ".join((txt or {}).get(name, values)))

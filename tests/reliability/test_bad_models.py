@@ -69,7 +69,7 @@ MLP_CASES = [
     ("bit-width-3000", lambda m: _set(m, "b8", 3000.0), 4, ["Quant_xq", "bit width"]),
     ("bit-width-0", lambda m: _set(m, "b8", 0.0), 4, ["Quant_xq", "bit width"]),
     ("bit-width-fractional", lambda m: _set(m, "b8", 2.5), 4, ["Quant_xq", "bit width"]),
-    ("zero-point-on-weights", lambda m: _set(m, "zp", 1.0), 4, ["Quant_Wq", "zero point"]),
+    ("nan-zero-point", lambda m: _set(m, "zp", np.nan), 4, ["Quant_xq", "zero point", "not finite"]),
     ("bias-times-1e30", lambda m: _set(m, "b", numpy_helper.to_array(_init(m, "b")) * 1e30), 4,
      ["MatMul_0", "bias", "bits"]),
     ("zero-point-wrong-shape", lambda m: _set(m, "zp", [0.0, 0.0]), 4, ["Quant_xq", "zero point"]),

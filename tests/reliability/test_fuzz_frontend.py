@@ -26,7 +26,7 @@ import pytest
 from onnx import numpy_helper
 
 from tessera.compiler.errors import TesseraError
-from tessera.compiler.frontend import compile_ir
+from tessera.compiler.pipeline import compile_ir
 from tessera.compiler.independent import independent_check
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.reference.interpret import run_ir
@@ -179,7 +179,7 @@ def _csim_verify(cases, n_csim, tmp_path) -> dict:
         r = CliRunner().invoke(main, ["verify", path, str(prj), "--samples", "200", "--report", str(report)])
         assert r.exit_code == 0 and " 0 mismatches" in r.output, (what, r.output)
         out["verified"] += 1
-        user = json.loads(report.read_text()).get("user_model", {})
+        user = json.loads(report.read_text())["user_model"]
         out["cases"].append({"mutation": what, "outcome": "verified", "line": r.output.strip().splitlines()[-1],
                              "user_model": user})
     return out

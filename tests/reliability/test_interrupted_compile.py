@@ -20,8 +20,6 @@ from click.testing import CliRunner
 
 from tessera.cli import main
 
-pytestmark = pytest.mark.slow
-
 
 def _start(model: Path, out: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

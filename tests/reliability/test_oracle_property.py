@@ -180,13 +180,13 @@ def test_random_graphs_csimulate_like_the_users_model(tmp_path):
         if verified == N_CSIM:
             break
         try:
-            prj = api.compile_model(path, tmp_path / f"prj{i}", tb_samples=8).project
+            prj = api.compile_model(path, tmp_path / f"prj{i}", api.CompileOptions(tb_samples=8)).project
         except TesseraError as exc:
             assert str(exc) and "\n" not in str(exc), str(exc)
             refused += 1
             continue
-        rep = api.verify_project(path, prj, samples=100, user_samples=0)
-        assert rep.passed and rep.mismatches == 0, (path, rep.independent_line(), rep.to_dict())
+        rep = api.verify_project(path, prj, api.VerifyOptions(samples=100, user_samples=0))
+        assert rep.passed and rep.mismatches == 0, (path, rep.independent.line(), rep.to_dict())
         outputs += rep.outputs
         verified += 1
     # hundreds of graphs compile: a refusal by the HLS lowering may skip a few, never all

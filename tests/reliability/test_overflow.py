@@ -321,7 +321,7 @@ def test_recurrent_intermediates_stay_in_their_types(make_graph, make_type, rnn_
     cell on Python ints: every named intermediate stays within the interval its HLS type
     was derived from, and the int64 reference equals the exact run."""
     from tessera.compiler.ops import OPS
-    from tessera.compiler.ops.cellprog import Fx
+    from tessera.compiler.ops.cells.program import Fx
 
     rng = np.random.default_rng(hash((op, kind)) % 2**32)
     if op == "convlstm":
@@ -340,7 +340,7 @@ def test_recurrent_intermediates_stay_in_their_types(make_graph, make_type, rnn_
     A = ExactArith()
     steps = [Fx(obj(x[:, t]), t_in.ftype.frac) for t in range(shape[0])]
     if op == "convlstm":  # encoder then forecaster, recorded under their own names
-        from tessera.compiler.ops.cellprog import Prefixed
+        from tessera.compiler.ops.cells.program import Prefixed
         from tessera.compiler.ops.convlstm import cell_step, handover
 
         enc, fc = attrs.encoder, attrs.forecaster

@@ -97,14 +97,14 @@ def test_the_view_computes_the_same_bits_as_the_ap_types_hls4ml_ships(tmp_path):
 def test_the_build_uses_the_view_and_never_modifies_the_project(tmp_path, make_qonnx_mlp, monkeypatch):
     monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "cache"))
     model = make_qonnx_mlp(tmp_path / "m.onnx")
-    prj = api.compile_model(model, tmp_path / "prj", tb_samples=8, force=True).project
+    prj = api.compile_model(model, tmp_path / "prj", api.CompileOptions(tb_samples=8, force=True)).project
     shipped = prj / "firmware" / "ap_types" / HEADER
     before = hashlib.sha256(shipped.read_bytes()).hexdigest()
     graph = api.load_model(model)
     codes = sample_codes(graph.values[graph.input], 40, seed=3)
     ref = OrtReference(reference_model(graph)).run(codes)
     sim = CSim(prj)
-    x, n_out = sim.bridge_inputs(codes), int(np.prod(sim.manifest["output"]["shape"]))
+    x, n_out = sim.bridge_inputs(codes), sim.manifest.output.size
     got = {}
     for view in (True, False):
         rep = Builder(aptypes_view=view).build(prj)

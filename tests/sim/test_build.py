@@ -34,7 +34,7 @@ def store(tmp_path, monkeypatch):
 
 
 def _project(model, out):
-    return api.compile_model(model, out, tb_samples=8, force=True).project
+    return api.compile_model(model, out, api.CompileOptions(tb_samples=8, force=True)).project
 
 
 def _exact(model, prj, n=40):
@@ -105,7 +105,7 @@ def test_a_changed_header_is_rebuilt_never_a_stale_precompiled_one(tmp_path, mak
     codes, got_a, ref = _exact(model, pa)
     _, got_b, _ = _exact(model, pb)
     assert np.array_equal(got_a, ref)
-    frac = CSim(pb).manifest["output"]["frac"]
+    frac = CSim(pb).manifest.output.ftype.frac
     assert np.array_equal(got_b, ref + 2 ** (frac - 3))  # 0.125 on the output grid
 
 

@@ -21,7 +21,7 @@ MARK = "// hls-fpga-machine-learning insert layers"
 @pytest.fixture
 def mlp(tmp_path, make_qonnx_mlp):
     model = make_qonnx_mlp(tmp_path / "m.onnx")
-    prj = api.compile_model(model, tmp_path / "prj", tb_samples=8).project
+    prj = api.compile_model(model, tmp_path / "prj", api.CompileOptions(tb_samples=8)).project
     graph = api.load_model(model)
     codes = sample_codes(graph.values[graph.input], 4 * MIN_SAMPLES_PER_WORKER, seed=3)
     return prj, codes, OrtReference(reference_model(graph)).run(codes)
@@ -65,8 +65,7 @@ def test_a_crash_in_the_second_worker_names_its_sample(mlp):
     codes[codes == lo] = lo + 1
     codes[50, 0] = lo  # the only sample whose first input is the type's minimum
     src = prj / "firmware" / "tessera_model.cpp"
-    tin = api.read_manifest(prj)["input"]
-    low = float(lo) * 2.0 ** -tin["frac"]
+    low = float(lo) * 2.0 ** -api.Manifest.read(prj).input.ftype.frac
     src.write_text("#include <cstdlib>\n" + src.read_text().replace(MARK, f"{MARK}\n    if (x_in[0] == {low!r}) abort();"))
     with pytest.raises(SimulationError, match=r"SIGABRT\) on sample 50\b"):
         CSim(prj, workers=2).run_codes(codes)
