@@ -302,6 +302,18 @@ def test_architecture(rule):
     assert findings == [], f"{rule}: {len(findings)}\n" + "\n".join(map(str, findings))
 
 
+def test_every_package_folder_is_installed():
+    """pyproject's explicit package list names every folder with an ``__init__.py`` (a folder
+    left out imports in an editable install and is missing from a wheel)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    skipped = {".venv", "tests", "bench", "build", "runs", "out", "docs"}
+    folders = {".".join(("tessera", *p.parent.relative_to(ROOT).parts)) for p in ROOT.rglob("__init__.py")
+               if not skipped & set(p.relative_to(ROOT).parts) and "egg-info" not in str(p)}
+    assert folders == listed, (sorted(folders - listed), sorted(listed - folders))
+
+
 def test_rules_see_the_package():
     """The guard reads the real tree (a rule that finds no files could never fail)."""
     assert len(FILES) > 80 and "tessera.compiler.ops.dense" in FILES and "tessera.cli" in FILES
