@@ -389,7 +389,7 @@ def _export_qcdq(module, shape, path: Path, opset: int, seed: int = 0) -> Path:
 
 def brevitas_ort_wbiol(layer: str, quantizers: str, bits: int = 8, export: str = "qcdq") -> Callable[[Path], Path]:
     """test_quant_module.py::test_ort_wbiol with export_type 'qcdq' (quant_module_cases.py:
-    QuantWBIOLCases): a ``layer`` of 8 -> 16 channels, kernel 1, weights drawn in +-0.01, a
+    QuantWBIOLCases): a ``layer`` of 8 -> 16 channels (a convolution or a transposed one), kernel 1, weights drawn in +-0.01, a
     bias through Int32Bias, input and output quantizers of ``bits`` bits, the named pair of
     weight / activation quantizers of common.py's WBIOL_QUANTIZERS; exported at opset 14 as the
     peer test does (``return_quant_tensor=False``: the first output, which it compares); or
@@ -412,7 +412,8 @@ def brevitas_ort_wbiol(layer: str, quantizers: str, bits: int = 8, export: str =
             "symmetric_per_channel_fixed_point": (Int8WeightPerChannelFixedPoint, Int8ActPerTensorFixedPoint),
         }[quantizers]
         kinds = {"QuantLinear": (qnn.QuantLinear, (8,)), "QuantConv1d": (qnn.QuantConv1d, (8, 5)),
-                 "QuantConv2d": (qnn.QuantConv2d, (8, 5, 5))}
+                 "QuantConv2d": (qnn.QuantConv2d, (8, 5, 5)), "QuantConvTranspose1d": (qnn.QuantConvTranspose1d, (8, 5)),
+                 "QuantConvTranspose2d": (qnn.QuantConvTranspose2d, (8, 5, 5))}
         cls, shape = kinds[layer]
         sizes = {"in_features": 8, "out_features": 16} if layer == "QuantLinear" else \
             {"in_channels": 8, "out_channels": 16, "kernel_size": 1}
@@ -515,14 +516,16 @@ CASES: tuple[Case, ...] = (
     *(Case(f"brevitas_ort_qonnx_{layer.lower()}_{q}", "Brevitas tests/brevitas_ort/test_quant_module.py::test_ort_wbiol "
            f"[{layer}-{q}-qonnx]", brevitas_ort_wbiol(layer, q, bits, "qonnx"))
       for layer, q, bits in (("QuantConv1d", "asymmetric_per_tensor_float", 4),
-                             ("QuantLinear", "asymmetric_per_channel_float", 8))),
+                             ("QuantLinear", "asymmetric_per_channel_float", 8),
+                             ("QuantConvTranspose1d", "symmetric_per_channel_float", 8))),
     *(Case(f"brevitas_ort_qcdq_{layer.lower()}_{q}", "Brevitas tests/brevitas_ort/test_quant_module.py::test_ort_wbiol "
            f"[{layer}-{q}-qcdq]", brevitas_ort_wbiol(layer, q, bits))
       for layer, q, bits in (("QuantLinear", "asymmetric_per_tensor_float", 8),
                              ("QuantLinear", "symmetric_per_channel_float", 8),
                              ("QuantConv2d", "asymmetric_per_channel_float", 8),
                              ("QuantConv2d", "symmetric_per_tensor_float", 8),
-                             ("QuantConv1d", "symmetric_per_channel_fixed_point", 4))),
+                             ("QuantConv1d", "symmetric_per_channel_fixed_point", 4),
+                             ("QuantConvTranspose2d", "asymmetric_per_tensor_float", 8))),
     *(Case(f"qcdq_opset{v}", f"qonnx tests/transformation/test_qcdq_to_qonnx.py (QCDQ at opset {v})", qcdq_opset(v))
       for v in (10, 12, 21)),
 )

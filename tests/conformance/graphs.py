@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 from onnx import helper
 
-from .cases import Case, _const, _graph, _quant
+from .cases import Case, _const, _export, _graph, _quant
 
 
 # -- FINN: tests/brevitas/test_brevitas_*_quanthardtanh_export.py -----------------------------
@@ -65,6 +65,18 @@ def qonnx_resize_conv(path: Path) -> Path:
     return _graph(path, nodes, inits, (ich, ifm, ifm), (och, ifm * r, ifm * r))
 
 
+# -- FINN: tests/brevitas/test_brevitas_deconv.py -------------------------------------------
+def finn_quant_transpose_conv(path: Path) -> Path:
+    """test_brevitas_QTransposeConv: QuantConvTranspose2d of 3 -> 5 channels, kernel 4, stride 2,
+    padding 1, no bias, brevitas' default weight quantizer (8-bit, one float scale), on a
+    (3, 4, 4) float input in [-1, 1) (declared ``fixed<8,1>`` here); no output quantizer, so the
+    output is the accumulator times the weight and input scales, a real value in flight."""
+    import brevitas.nn as qnn
+
+    deconv = qnn.QuantConvTranspose2d(in_channels=3, out_channels=5, kernel_size=4, stride=2, padding=1, bias=False)
+    return _export(deconv, (3, 4, 4), path)
+
+
 GRAPH_CASES: tuple[Case, ...] = (
     Case("finn_quanthardtanh_binary", "FINN tests/brevitas/test_brevitas_non_scaled_quanthardtanh_export.py "
          "(abits=1, max_val=1.0)", finn_quanthardtanh(1, False, 1.0)),
@@ -73,8 +85,11 @@ GRAPH_CASES: tuple[Case, ...] = (
     Case("finn_qhardtanh_scaled", "FINN tests/brevitas/test_brevitas_scaled_qhardtanh_export.py (abits=4, "
          "min_val=-2, max_val=2, PARAMETER scaling, learned value 0.49)",
          finn_quanthardtanh(4, False, 2.0, -2.0, learned=0.49)),
+    Case("finn_quant_transpose_conv", "FINN tests/brevitas/test_brevitas_deconv.py::test_brevitas_QTransposeConv "
+         "(ifm_ch=3, ofm_ch=5, mh=mw=4, kernel 4, stride 2, padding 1, no bias)", finn_quant_transpose_conv,
+         input_type="fixed<8,1>"),
     Case("qonnx_resize_conv", "qonnx tests/transformation/test_nn_resize_to_deconv.py::"
          "test_quant_resize_conv_to_deconv_layer (upscale 2, kernel 3, bias, channelwise)", qonnx_resize_conv),
 )
 
-__all__ = ["GRAPH_CASES", "finn_quanthardtanh", "qonnx_resize_conv"]
+__all__ = ["GRAPH_CASES", "finn_quant_transpose_conv", "finn_quanthardtanh", "qonnx_resize_conv"]
