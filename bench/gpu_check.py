@@ -66,7 +66,8 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
+    """The file's sha256, hex (also read by gpu_report.py)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -312,10 +313,10 @@ def _train_stage(r: Run, model: str) -> dict:
     later = rec["epoch1"]["step_seconds"][1:] + rec["resume"]["step_seconds"][1:]
     rec["step_s_steady_median"] = statistics.median(later) if later else None
     onnx = out / "model.onnx"
-    rec["onnx"] = {"file": f"{model}.onnx", "bytes": onnx.stat().st_size, "sha256": _sha256(onnx)}
+    rec["onnx"] = {"file": f"{model}.onnx", "bytes": onnx.stat().st_size, "sha256": sha256_of(onnx)}
     shutil.copy(onnx, r.art / f"{model}.onnx")
     tin = out / "test_inputs.npy"
-    rec["test_inputs"] = {"sha256": _sha256(tin), "bytes": tin.stat().st_size}
+    rec["test_inputs"] = {"sha256": sha256_of(tin), "bytes": tin.stat().st_size}
     if tin.stat().st_size <= 8 << 20:
         shutil.copy(tin, r.art / f"{model}_test_inputs.npy")
     shutil.copy(out / "metrics.json", r.art / f"{model}_metrics.json")

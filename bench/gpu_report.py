@@ -15,7 +15,6 @@ their sha256 equals the one the run recorded.  Its results go to ``RESULTS/verif
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import subprocess
 import sys
@@ -25,15 +24,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_check import sha256_of  # noqa: E402 - the bench folder first
+
 MIB = 2 ** 20
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def unpack(results: Path) -> Path:
@@ -66,7 +61,7 @@ def _cosmo_inputs(run: dict, work: Path) -> tuple[Path, bool]:
     xs = np.stack([read_sample(folder / f"univ_{i:06d}.h5")[0] for i in val[:4]])
     path = work / "cosmoflow_test_inputs.npy"
     save_npy(path, xs.astype(np.float32))
-    return path, _sha256(path) == st["test_inputs"]["sha256"]
+    return path, sha256_of(path) == st["test_inputs"]["sha256"]
 
 
 def _verify_once(onnx: Path, prj: Path, rep: Path, samples: int, data: Path | None) -> dict:
@@ -101,7 +96,7 @@ def verify_main(a) -> int:
     for model in a.models:
         st = run["stages"].get(f"e2e_{model}", {})
         onnx = art / f"{model}.onnx"
-        if not onnx.is_file() or _sha256(onnx) != st.get("onnx", {}).get("sha256"):
+        if not onnx.is_file() or sha256_of(onnx) != st.get("onnx", {}).get("sha256"):
             out[model] = {"error": "the exported file is missing or is not the one the run recorded"}
             continue
         if model == "unet3d":
@@ -112,13 +107,13 @@ def verify_main(a) -> int:
                 ("" if same else " (not the same bytes: their sha256 differs from the run's)")
         prj = work / f"{model}_prj"
         old = out.get(model, {})
-        if old.get("compile_rc") == 0 and (prj / "tessera.json").is_file() and old.get("onnx_sha256") == _sha256(onnx):
+        if old.get("compile_rc") == 0 and (prj / "tessera.json").is_file() and old.get("onnx_sha256") == sha256_of(onnx):
             rec = {**old, "data": what}  # a verification cut off earlier: its project and finished calls stand
         else:
             t0 = time.perf_counter()
             c = subprocess.run([sys.executable, "-m", "tessera.cli", "compile", onnx, "-o", prj, "--io-type", "stream",
                                 "--force"], capture_output=True, text=True)
-            rec = {"onnx_sha256": _sha256(onnx), "compile_rc": c.returncode,
+            rec = {"onnx_sha256": sha256_of(onnx), "compile_rc": c.returncode,
                    "compile_s": round(time.perf_counter() - t0, 1), "compile_out": c.stdout.strip()[-400:],
                    "random_samples": a.samples, "data": what, "calls": []}
             if c.returncode != 0:
