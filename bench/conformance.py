@@ -9,9 +9,12 @@ default_precision='fixed<16,6>')``, Vitis) and predicts the same real inputs, co
 the file run in float64: converts?, % of outputs exactly equal, max |diff|.
 
     python bench/conformance.py [--samples 200] [--only NAME ...] [--keep-rows] [--out DIR]
+    python bench/conformance.py --merge A/conformance.json B/conformance.json   # runs side by side
 
 ``--keep-rows`` measures only ``--only`` and keeps the other rows of the last
-``conformance.json`` (each row records the date of its run).
+``conformance.json`` (each row records the date of its run).  The document is written after
+every row, so an interrupted run leaves what it measured (and says how many rows that is);
+``--merge`` writes it from the rows of runs of disjoint ``--only`` sets made side by side.
 """
 
 from __future__ import annotations
@@ -96,7 +99,9 @@ def hls4ml_row(path: Path, case: Case, x: np.ndarray, io: str, work: Path) -> di
     return info | {"converts": True} | compare(y, False, None, truth)
 
 
-def run(cases: list[Case], samples: int, work: Path) -> list[dict]:
+def run(cases: list[Case], samples: int, work: Path, on_row=lambda rows: None) -> list[dict]:
+    """Every case in each of its io types; ``on_row(rows)`` after each row (the document is
+    written as the run goes, so an interrupted run leaves the rows it measured)."""
     rows = []
     for case in cases:
         path = case.model(work / "models")
@@ -106,6 +111,7 @@ def run(cases: list[Case], samples: int, work: Path) -> list[dict]:
             rows.append({"case": case.name, "peer": case.peer, "io_type": io, "run": time.strftime("%Y-%m-%d"),
                          "tessera": tessera_row(path, case, io, work, samples),
                          "hls4ml": hls4ml_row(path, case, x, io, work)})
+            on_row(rows)
     return rows
 
 
@@ -128,8 +134,11 @@ def render(doc: dict, out: Path) -> None:
     rows = doc["rows"]
     lines = ["# Conformance: the peers' models, Tessera beside hls4ml 1.3", "",
              f"`python bench/conformance.py` ({', '.join(sorted({r.get('run', doc['date']) for r in rows}))}, "
-             f"{doc['samples']} samples per model; the last run {doc['seconds']:.0f} s). Models: "
-             "tests/conformance/, each citing the peer test it mirrors.", "",
+             f"{doc['samples']} samples per model; {doc['seconds']:.0f} s of runs). Models: "
+             "tests/conformance/, each citing the peer test it mirrors."
+             + ("" if len(rows) == doc.get("catalog_rows", len(rows)) else
+                f" **{len(rows)} of the catalog's {doc['catalog_rows']} model x io rows measured** (the run did "
+                "not reach the others)."), "",
              f"Tessera: {doc['verified']} of {len(rows)} model x io rows verified (C-simulation == exact reference == "
              f"the file in float64, every output), {doc['checked']} of {doc['verified']} pass `tessera check`; "
              f"{doc['refused']} refused in one line. hls4ml: {doc['hls4ml_converts']} convert, "
@@ -165,12 +174,31 @@ def _plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def write(kept: dict, measured: dict, samples: int, seconds: float, out: Path) -> dict:
+    """conformance.{json,md,png} from the measured rows and the kept ones, in the catalog's order."""
+    order = [(c.name, io) for c in CASES for io in c.io_types]
+    rows = [measured.get(k) or kept[k] for k in order if k in measured or k in kept]
+    verified = [r for r in rows if r["tessera"].get("verified")]
+    doc = {"date": time.strftime("%Y-%m-%d"), "samples": samples, "seconds": seconds, "rows": rows,
+           "measured_rows": len(rows), "catalog_rows": len(order),
+           "verified": len(verified), "checked": sum(r["tessera"]["hls_checks"]["ok"] for r in verified),
+           "refused": sum("refused" in r["tessera"] for r in rows),
+           "hls4ml_converts": sum(bool(r["hls4ml"].get("converts")) for r in rows),
+           "hls4ml_exact": sum(r["hls4ml"].get("equal_pct") == 100.0 for r in rows)}
+    (out / "conformance.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    render(doc, out)
+    return doc
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--only", nargs="*", help="case names (default: every case)")
     ap.add_argument("--keep-rows", action="store_true",
                     help="keep the rows of conformance.json for cases this run does not measure (each row says its run)")
+    ap.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
+                    help="measure nothing: write the document from the rows of these conformance.json files "
+                         "(runs of disjoint --only sets, side by side)")
     ap.add_argument("--work", type=Path, default=ROOT / "out" / "conformance")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     args = ap.parse_args()
@@ -182,18 +210,20 @@ def main() -> None:
     if args.keep_rows and (out / "conformance.json").is_file():
         kept = {(r["case"], r["io_type"]): dict(r, run=r.get("run", "earlier"))
                 for r in json.loads((out / "conformance.json").read_text())["rows"]}
+    if args.merge:
+        kept |= {(r["case"], r["io_type"]): r for path in args.merge for r in json.loads(path.read_text())["rows"]}
+        write(kept, {}, args.samples, sum(json.loads(p.read_text())["seconds"] for p in args.merge), out)
+        return
     t0 = time.perf_counter()
-    measured = {(r["case"], r["io_type"]): r for r in run(cases, args.samples, args.work)}
-    order = [(c.name, io) for c in CASES for io in c.io_types]
-    rows = [measured.get(k) or kept[k] for k in order if k in measured or k in kept]
-    verified = [r for r in rows if r["tessera"].get("verified")]
-    doc = {"date": time.strftime("%Y-%m-%d"), "samples": args.samples, "seconds": time.perf_counter() - t0, "rows": rows,
-           "verified": len(verified), "checked": sum(r["tessera"]["hls_checks"]["ok"] for r in verified),
-           "refused": sum("refused" in r["tessera"] for r in rows),
-           "hls4ml_converts": sum(bool(r["hls4ml"].get("converts")) for r in rows),
-           "hls4ml_exact": sum(r["hls4ml"].get("equal_pct") == 100.0 for r in rows)}
-    (out / "conformance.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    render(doc, out)
+    measured: dict = {}
+
+    def on_row(rows: list[dict]) -> None:
+        measured.update({(r["case"], r["io_type"]): r for r in rows})
+        write(kept, measured, args.samples, time.perf_counter() - t0, out)
+
+    run(cases, args.samples, args.work, on_row)
+    doc = write(kept, measured, args.samples, time.perf_counter() - t0, out)
+    rows = doc["rows"]
     print(f"{doc['verified']}/{len(rows)} verified, {doc['refused']} refused; hls4ml converts {doc['hls4ml_converts']}, "
           f"exact {doc['hls4ml_exact']}; wrote {out}/conformance.{{json,md,png}}")
 
