@@ -6,7 +6,8 @@ user's file run in float64 by the independent executor, every output) and runs `
 check`` on the project -- or refuses in one line, its reason recorded; hls4ml converts the
 file (``cleanup_model``, channels-last, ``GemmToMatMul``, ``config_from_onnx_model(
 default_precision='fixed<16,6>')``, Vitis) and predicts the same real inputs, compared with
-the file run in float64: converts?, % of outputs exactly equal, max |diff|.
+the file run in float64: converts?, % of outputs exactly equal, max |diff| (its flow gets
+:data:`HLS4ML_LIMIT_S` per model: a flow that loops is a row that says so).
 
     python bench/conformance.py [--samples 200] [--only NAME ...] [--keep-rows] [--out DIR]
     python bench/conformance.py --merge A/conformance.json B/conformance.json   # runs side by side
@@ -20,10 +21,12 @@ every row, so an interrupted run leaves what it measured (and says how many rows
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -87,12 +90,33 @@ def tessera_row(path: Path, case: Case, io: str, work: Path, samples: int) -> di
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
+#: seconds hls4ml's flow may take on one model before its row says it gave no result
+HLS4ML_LIMIT_S = 300
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    """TimeoutError in this (main) thread after ``seconds``: a peer tool that loops on a model
+    is a row of the table, not the end of the run."""
+    def expire(signum, frame):
+        raise TimeoutError(f"no result within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def hls4ml_row(path: Path, case: Case, x: np.ndarray, io: str, work: Path) -> dict:
     import onnx
 
     from tessera.compiler.independent import IndependentExecutor
 
-    y, info = hls4ml_predict(path, x, work / f"{path.stem}_{io}_hls4ml", io_type=io)
+    with time_limit(HLS4ML_LIMIT_S):
+        y, info = hls4ml_predict(path, x, work / f"{path.stem}_{io}_hls4ml", io_type=io)
     if y is None:
         return info | {"converts": False}
     truth = IndependentExecutor(onnx.load(str(path))).run(x) if case.oracle is None else case.oracle(path).run(x)
