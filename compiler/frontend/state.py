@@ -197,8 +197,13 @@ class ImportState:
     def _install_input(self, name: str, raw: RawInput, attrs: quant.Attrs, lo: int, hi: int,
                        input_map: InputMap | None, scale: CodeScale | None) -> None:
         if self.graph.input:
-            raise UnsupportedModelError(f"the graph input is quantized twice (again as '{name}'); one input quantizer "
-                                        "is supported")
+            first = self.graph.input
+            if (self.graph.input_quant, self.graph.input_map, self.graph.scales.get(first), self.graph.values[first]) == \
+                    (attrs, input_map, scale, TensorType(raw.shape, attrs.out, lo, hi)):
+                self.values[name] = Tensor(first)  # the same quantizer again (one per branch): the same codes
+                return
+            raise UnsupportedModelError(f"the graph input is quantized twice, differently (again as '{name}'); one "
+                                        "input quantizer is supported")
         self.graph.input = name
         self.graph.input_quant = attrs
         self.graph.input_map = input_map

@@ -11,7 +11,8 @@ last one ``(H,)``.  One step, exactly as brevitas' ``_QuantLSTMCell.forward_iter
 
 with CIFG (``cifg=1``): ``f = Qsig_i(1) - i`` (brevitas: "1 - input gate", the one
 quantized by the input sigmoid's quantizer).  ``reverse`` processes the steps last to
-first; outputs stay in processing order (as brevitas' cell returns them).
+first; the output at time ``t`` is the state after reading input ``t`` (time order, as ONNX's
+``LSTM`` with ``direction=reverse`` and brevitas' bidirectional forward return it).
 
 Float scales (brevitas' default quantizers) on any quantizer, the weights, the input and
 the output: the values carry their scales' odd parts and a requantization between scales

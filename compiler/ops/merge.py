@@ -1,8 +1,10 @@
-"""Two-input merges on activations: channel Concat and elementwise Add.
+"""Two-input merges on activations: channel Concat (or, for sequences, feature Concat) and
+elementwise Add.
 
 Inputs may have different fixed-point types: both are aligned to ``frac = max(f1, f2)`` by
 exact left shifts, so nothing rounds.  Concat is along channels (ONNX axis 1), the U-Net
-skip connection; Add is the residual sum, ``k1_c * a + k2_c * b`` with positive integer
+skip connection, or along the features of two ``(T, F)`` sequences (a bidirectional recurrent
+layer's directions side by side; stored step by step, the steps are the kernel's positions); Add is the residual sum, ``k1_c * a + k2_c * b`` with positive integer
 weights per channel or per tensor (1 and 1 unless the frontend aligns two differently scaled
 inputs: the residual Add of a float-scaled model is an integer accumulator whose real
 meaning, and the Quant that rounds it, the exact requantization primitive carries;
@@ -28,6 +30,9 @@ from .base.cost import elementwise_work
 class Attrs:
     k1: tuple[int, ...] = (1,)  # Add only: integer weights of the aligned inputs, per channel (axis 0) or one
     k2: tuple[int, ...] = (1,)
+    #: Concat only: along the features (last axis) of ``(T, F)`` sequences stored step by step
+    #: (a bidirectional recurrent layer), not along channels (axis 0)
+    features: bool = False
 
     @property
     def unit(self) -> bool:
@@ -83,27 +88,39 @@ class Concat(OpDef[Attrs]):
 
     def infer(self, attrs, ins, node):
         a, b = ins
-        if a.shape[1:] != b.shape[1:]:
+        if attrs.features and (len(a.shape) != 2 or a.shape[0] != b.shape[0] or len(b.shape) != 2):
+            raise UnsupportedModelError(f"node '{node}': Concat of shapes {a.shape} and {b.shape} along the features "
+                                        "of (T, F) sequences")
+        if not attrs.features and a.shape[1:] != b.shape[1:]:
             raise UnsupportedModelError(f"node '{node}': Concat of shapes {a.shape} and {b.shape} along channels")
         f = max(a.ftype.frac, b.ftype.frac)
         lo = min(a.lo << (f - a.ftype.frac), b.lo << (f - b.ftype.frac))
         hi = max(a.hi << (f - a.ftype.frac), b.hi << (f - b.ftype.frac))
-        return check_width(TensorType.from_range((a.shape[0] + b.shape[0], *a.shape[1:]), lo, hi, f), node, "Concat")
+        shape = (a.shape[0], a.shape[1] + b.shape[1]) if attrs.features else (a.shape[0] + b.shape[0], *a.shape[1:])
+        return check_width(TensorType.from_range(shape, lo, hi, f), node, "Concat")
 
     def semantics(self, attrs, xs, ins, out):
         f = out.ftype.frac
-        return np.concatenate([_aligned(xs[0], ins[0], f), _aligned(xs[1], ins[1], f)], axis=1)
+        return np.concatenate([_aligned(xs[0], ins[0], f), _aligned(xs[1], ins[1], f)], axis=-1 if attrs.features else 1)
 
     def onnx_reference(self, attrs, builder, xs, ins, out):
         parts = [builder.op("Mul", [x, builder.const(np.array(1 << (out.ftype.frac - t.ftype.frac), dtype=np.int64))])
                  for x, t in zip(xs, ins)]
-        return builder.op("Concat", parts, axis=1)
+        return builder.op("Concat", parts, axis=-1 if attrs.features else 1)
 
     def lower(self, attrs, hls, node, ins, out):
         a, b = ins
+        if attrs.features:  # (T, F) sequences are stored step by step: the steps are the positions
+            hls.add_layer(node, {"class_name": "TesseraConcat", "n_pos": a.shape[0], "n_chan1": a.shape[1],
+                                "n_chan2": b.shape[1], "out_shape": list(out.shape)},
+                         {"result": out.ftype.hls()}, layout=Layout.FLAT)
+            return
         hls.add_layer(node, {"class_name": "TesseraConcat", "n_pos": int(np.prod(a.shape[1:])), "n_chan1": a.shape[0],
                             "n_chan2": b.shape[0], "out_shape": [*out.shape[1:], out.shape[0]]},
                      {"result": out.ftype.hls()}, layout=Layout.CHANNELS)
+
+    def host_merge_of(self, attrs: Attrs) -> str | None:
+        return None if attrs.features else self.host_merge  # the host joins channels only
 
     def cost(self, attrs, ins, out, io):
         return elementwise_work(out, io, 0)

@@ -78,20 +78,40 @@ inline void tessera_seq_read(hls::stream<data_T> &data, int s, typename data_T::
     }
 }
 
-// Hidden state after processing step s: every step (return_sequences) or the last only.
+// Hidden state after processing step s, stored at its time: every step (return_sequences)
+// or the last one processed.  A reversed cell's step s reads time n_steps - 1 - s, and its
+// state there is the output at that time (ONNX LSTM direction=reverse).
 template <class res_T, class h_T, typename CONFIG_T>
 inline void tessera_seq_store(const h_T h[CONFIG_T::n_hidden], int s, res_T *res) {
     if (!CONFIG_T::return_sequences && s != (int)CONFIG_T::n_steps - 1)
         return;
-    const int base = CONFIG_T::return_sequences ? s * CONFIG_T::n_hidden : 0;
+    const int t = CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s;
+    const int base = CONFIG_T::return_sequences ? t * CONFIG_T::n_hidden : 0;
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
         res[base + j] = tessera_of_code<res_T>(h[j]);
 }
 
+// The stream form: one word per step in time order.  A reversed cell's sequence is complete
+// only after its last step: its states wait in obuf and leave first time first.
 template <class res_T, class h_T, typename CONFIG_T>
-inline void tessera_seq_write(const h_T h[CONFIG_T::n_hidden], int s, hls::stream<res_T> &res) {
+inline void tessera_seq_write(const h_T h[CONFIG_T::n_hidden], int s, typename res_T::value_type *obuf,
+                              hls::stream<res_T> &res) {
     if (!CONFIG_T::return_sequences && s != (int)CONFIG_T::n_steps - 1)
         return;
+    if (CONFIG_T::reverse && CONFIG_T::return_sequences) {
+        const int t = (int)CONFIG_T::n_steps - 1 - s;
+        for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+            obuf[t * CONFIG_T::n_hidden + j] = tessera_of_code<typename res_T::value_type>(h[j]);
+        if (s != (int)CONFIG_T::n_steps - 1)
+            return;
+        for (int u = 0; u < (int)CONFIG_T::n_steps; u++) {
+            res_T word;
+            for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+                word[j] = obuf[u * CONFIG_T::n_hidden + j];
+            res.write(word);
+        }
+        return;
+    }
     res_T out;
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
         out[j] = tessera_of_code<typename res_T::value_type>(h[j]);
@@ -291,7 +311,8 @@ Steps:
 }
 
 // Streaming over time: one input word (a step's features) in, one hidden state out per step
-// (or one at the end); the state stays on chip.
+// (or one at the end; a reversed cell's whole sequence after its last step); the state stays
+// on chip.
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TESSERA_LSTM_ARGS) {
     TESSERA_LSTM_MEMORIES
@@ -300,11 +321,12 @@ void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TES
         c[j] = 0;
     }
     typename data_T::value_type buf[CONFIG_T::reverse ? CONFIG_T::n_steps * CONFIG_T::n_in : 1];
+    typename res_T::value_type obuf[CONFIG_T::reverse && CONFIG_T::return_sequences ? CONFIG_T::n_steps * CONFIG_T::n_hidden : 1];
 Steps:
     for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
         tessera_seq_read<data_T, CONFIG_T>(data, s, buf, x);
         tessera_lstm_step<CONFIG_T>(x, h, c, wx, wh, b, gate_table, cell_table);
-        tessera_seq_write<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);
+        tessera_seq_write<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, obuf, res);
     }
 }
 
@@ -465,11 +487,12 @@ void tessera_gru_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TESS
     for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
         h[j] = 0;
     typename data_T::value_type buf[CONFIG_T::reverse ? CONFIG_T::n_steps * CONFIG_T::n_in : 1];
+    typename res_T::value_type obuf[CONFIG_T::reverse && CONFIG_T::return_sequences ? CONFIG_T::n_steps * CONFIG_T::n_hidden : 1];
 Steps:
     for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
         tessera_seq_read<data_T, CONFIG_T>(data, s, buf, x);
         tessera_gru_step<CONFIG_T>(x, h, wx, wh, bx, bh, gate_table, thr);
-        tessera_seq_write<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);
+        tessera_seq_write<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, obuf, res);
     }
 }
 

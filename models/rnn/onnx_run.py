@@ -117,7 +117,14 @@ def _lstm_qonnx(env: _Env, node, x):
         c = Q["cell_state"](Q["cell_state"](f * c) + Q["cell_state"](i * g))
         h = Q["output"](o * Q["hidden_state_tanh"](np.tanh(c)))
         ys.append(h)
-    return {node.output[0]: np.stack(ys, 1), node.output[1]: h, node.output[2]: c}
+    return {node.output[0]: _in_time_order(ys, a), node.output[1]: h, node.output[2]: c}
+
+
+def _in_time_order(ys: list, a: dict) -> np.ndarray:
+    """The states of every step, ``(N, T, H)`` at the time each was read: a reversed cell's
+    output at time t is its state after reading input t (ONNX LSTM ``direction=reverse``,
+    brevitas' bidirectional forward)."""
+    return np.stack(ys[::-1] if a.get("reverse_input", 0) else ys, 1)
 
 
 def _gru(env: _Env, node):
@@ -130,14 +137,15 @@ def _gru(env: _Env, node):
     h = Q["output"](h)
     gi_all = xq @ w_ih.T + b_ih
     ys = []
-    for t in range(xq.shape[1]):
+    steps = range(xq.shape[1])
+    for t in (reversed(steps) if a.get("reverse_input", 0) else steps):
         gi, gh = gi_all[:, t], h @ w_hh.T + b_hh
         r = Q["reset_sigmoid"](_sigmoid(Q["reset_acc"](gi[:, :H] + gh[:, :H])))
         z = Q["update_sigmoid"](_sigmoid(Q["update_acc"](gi[:, H:2 * H] + gh[:, H:2 * H])))
         n = Q["new_tanh"](np.tanh(Q["new_acc"](gi[:, 2 * H:] + r * gh[:, 2 * H:])))
         h = Q["output"]((1.0 - z) * n + z * h)
         ys.append(h)
-    return {node.output[0]: np.stack(ys, 1), node.output[1]: h}
+    return {node.output[0]: _in_time_order(ys, a), node.output[1]: h}
 
 
 def _convlstm(env: _Env, node):
@@ -169,7 +177,8 @@ def run_cell_onnx(path: str | Path, feeds: dict) -> dict[str, np.ndarray]:
 
     ``feeds`` maps graph input names to arrays.  Returns ``{output name: array}`` for the
     cell node's outputs (renamed to the graph output names where they differ only by
-    trailing ``Unsqueeze`` nodes, as brevitas' LSTM export adds).
+    trailing ``Unsqueeze`` nodes, as brevitas' LSTM export adds), and the ``Concat`` of cells'
+    sequences (a bidirectional layer: the forward and the reversed cell side by side).
     """
     model = onnx.load(str(path))
     env = _Env(model, feeds)
@@ -183,6 +192,9 @@ def run_cell_onnx(path: str | Path, feeds: dict) -> dict[str, np.ndarray]:
             outputs = cells[node.op_type](node)
             result.update(outputs)
             env.v.update(outputs)
+        elif node.op_type == "Concat" and all(i in result for i in node.input):
+            axis = int(next(helper.get_attribute_value(x) for x in node.attribute if x.name == "axis"))
+            result[node.output[0]] = env.v[node.output[0]] = np.concatenate([result[i] for i in node.input], axis)
         elif node.op_type == "Unsqueeze" and node.input[0] in result:
             axes = env.get(node.input[1]).astype(int).tolist()
             result[node.output[0]] = np.expand_dims(result[node.input[0]], axes)

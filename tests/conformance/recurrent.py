@@ -48,7 +48,8 @@ def brevitas_quant_lstm(variant: str) -> Callable[[Path], Path]:
     Int8ActPerTensorFloat on its input / output, gate accumulators, sigmoids, tanhs and cell state
     (the fixture's 'quant_sym'), batch first: ``bias_false`` (bias=False), ``num_layers_2``,
     ``int16_bias`` (bias_quant=Int16Bias on the float scale s_x * s_w, weights in +-0.04 so the
-    bias has more than 40 fractional bits), ``bidirectional``."""
+    bias has more than 40 fractional bits), ``bidirectional`` (a forward and a reversed cell, their
+    sequences side by side), ``bidirectional_num_layers_2``."""
 
     def build(path: Path) -> Path:
         import brevitas.nn as qnn
@@ -56,7 +57,8 @@ def brevitas_quant_lstm(variant: str) -> Callable[[Path], Path]:
 
         act = Int8ActPerTensorFloat
         options = {"bias_false": {"bias": False}, "num_layers_2": {"num_layers": 2}, "int16_bias": {},
-                   "bidirectional": {"bidirectional": True}}[variant]
+                   "bidirectional": {"bidirectional": True},
+                   "bidirectional_num_layers_2": {"bidirectional": True, "num_layers": 2}}[variant]
         lstm = qnn.QuantLSTM(8, 16, weight_quant=Int8WeightPerTensorFloat, bias_quant=Int16Bias, io_quant=act,
                              gate_acc_quant=act, sigmoid_quant=act, tanh_quant=act, cell_state_quant=act, batch_first=True,
                              **options)
@@ -84,10 +86,7 @@ def hls4ml_quant_lstm(path: Path) -> Path:
 RECURRENT_CASES: tuple[Case, ...] = (
     *(Case(f"brevitas_quant_lstm_{v}", f"Brevitas tests/brevitas/nn/nn_quantizers_fixture.py::case_quant_lstm ({v})",
            brevitas_quant_lstm(v), oracle=_cell_executor)
-      for v in ("bias_false", "num_layers_2", "int16_bias")),
-    Case("brevitas_quant_lstm_bidirectional", "Brevitas tests/brevitas/nn/nn_quantizers_fixture.py::case_quant_lstm "
-         "(bidirectional)", brevitas_quant_lstm("bidirectional"), oracle=_cell_executor,
-         refusal=r"QuantLSTMCell\): a bidirectional LSTM .* is not supported: the two directions' outputs"),
+      for v in ("bias_false", "num_layers_2", "int16_bias", "bidirectional", "bidirectional_num_layers_2")),
     Case("hls4ml_quant_lstm", "hls4ml test/pytest/test_recurrent_brevitas.py::QuantLSTMModelStream (pr/1019)",
          hls4ml_quant_lstm, oracle=_cell_executor),
 )

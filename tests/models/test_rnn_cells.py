@@ -223,3 +223,41 @@ def test_round_trip_detects_a_wrong_attribute(tmp_path):
     good = run_cell_onnx(path, {"x": xi.numpy()})["y"]
     wrong = run_cell_onnx(bad, {"x": xi.numpy()})["y"]
     assert not np.array_equal(good, wrong)
+
+
+def test_bidirectional_quant_lstm_export_runs_as_brevitas_forward(tmp_path):
+    """brevitas' bidirectional QuantLSTM with its default float-scale quantizers: the exported
+    file run by the cell executor equals brevitas' own forward in float64 on every output.  The
+    export writes the reversed cell's output straight into the Concat (brevitas re-reverses it
+    only outside the cell, in PyTorch), so the cell's sequence is in time order."""
+    import copy
+
+    import brevitas.nn as qnn
+    from brevitas.quant.scaled_int import Int8ActPerTensorFloat
+
+    from tessera.models.train import export_model
+
+    torch.manual_seed(4)
+    lstm = qnn.QuantLSTM(4, 6, io_quant=Int8ActPerTensorFloat, batch_first=True, bidirectional=True)
+
+    class Sequence(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = lstm
+
+        def forward(self, x):
+            return self.lstm(x)[0]
+
+    model = Sequence()
+    with torch.no_grad():
+        model(torch.randn(16, 5, 4))  # activation statistics
+    model.eval()
+    path = export_model(model, torch.randn(1, 5, 4), tmp_path / "bi.onnx")
+    graph = onnx.load(str(path))
+    x = torch.randn(3, 5, 4)
+    with torch.no_grad():
+        y64 = copy.deepcopy(model).double()(x.double()).numpy()
+    y = np.concatenate([run_cell_onnx(path, {graph.graph.input[0].name: x[i:i + 1].numpy()})[graph.graph.output[0].name]
+                        for i in range(3)])
+    assert y.shape == (3, 5, 12) and np.unique(y).size > 20
+    assert np.array_equal(y, y64)

@@ -152,7 +152,6 @@ def import_lstm(state: ImportState, node) -> None:
     _common(node)
     if len(node.input) != 48:
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): expected 48 inputs, got {len(node.input)}")
-    _refuse_bidirectional(state, node)
     x = state.tensor(node.input[0], node)
     x_scale = _input_scale(state, node, x)
     c = [None] + [state.const_or_none(n, node) for n in node.input[1:]]
@@ -188,20 +187,6 @@ def import_lstm(state: ImportState, node) -> None:
                        cell_mult=mults["cell_state"], out_mult=mults["output"], x_scale=x_scale)
     state.add(node, lstm.OP, [x], attrs, reads_real=x_scale is not None)
     _output_scale(state, node, qs["output"], mults["output"])
-
-
-def _refuse_bidirectional(state, node) -> None:
-    """brevitas' bidirectional QuantLSTM: two cells (``reverse_input`` 0 and 1), each quantizing
-    the input with its own quantizer, their sequences concatenated on the feature axis."""
-    producers = {o: n for n in state.model.graph.node for o in n.output}
-    for user in state.users(node.output[0]):
-        cells = [producers.get(i) for i in user.input if i != node.output[0]]
-        if user.op_type == "Concat" and any(c is not None and c.op_type == node.op_type for c in cells):
-            raise UnsupportedModelError(
-                f"node '{node.name}' (QuantLSTMCell): a bidirectional LSTM (its sequence concatenated with another "
-                f"cell's by '{user.name}', axis {attribute(user, 'axis')}) is not supported: the two directions' "
-                "outputs, each on its own output quantizer's scale, would join along the features of a sequence, "
-                "where the design has neither a concatenation nor a scale per feature")
 
 
 def _check_lstm_shapes(node, w_in: list, w_h: list, biases: list) -> None:

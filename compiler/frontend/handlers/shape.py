@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from ...errors import UnsupportedModelError
-from ...ops import depthtospace, flatten, merge, transpose
+from ...ops import OPS, Trait, depthtospace, flatten, merge, transpose
 from ..attributes import attribute, required_attribute
 from ..inflight import in_flight, join, move
 from ..real import reshape_input
@@ -90,28 +91,66 @@ def depth_to_space(state: ImportState, node: onnx.NodeProto) -> None:
 @handles("Concat")
 def concat(state: ImportState, node: onnx.NodeProto) -> None:
     """Along channels (axis 1), of two or more activations: codes of any grids, codes with
-    real meanings (each channel keeps its own) or values in flight (:func:`..inflight.join`)."""
+    real meanings (each channel keeps its own) or values in flight (:func:`..inflight.join`);
+    along the features (axis 2) of recurrent sequences (:func:`_join_sequences`)."""
+    if state.axis(node, node.input[0]) == 2 and len(node.input) >= 2 and all(_is_sequence(state, v) for v in node.input):
+        _join_sequences(state, node)
+        return
     if state.axis(node, node.input[0]) != 1 or len(node.input) < 2:
         raise UnsupportedModelError(f"node '{node.name}' (Concat): only two or more inputs along channels (axis 1) are "
                                     f"supported, got axis={attribute(node, 'axis')} and {len(node.input)} inputs")
     join(state, node)
 
 
+def _is_sequence(state: ImportState, name: str) -> bool:
+    """A recurrent op's output sequence ``(N, T, H)``."""
+    value = state.values.get(name)
+    prod = state.graph.producer(name) if isinstance(value, Tensor) else None
+    return prod is not None and Trait.SEQUENCE in OPS[prod.op].traits and getattr(prod.attrs, "return_sequences", False) \
+        and len(state.type_of(name).shape) == 2
+
+
+def _join_sequences(state: ImportState, node: onnx.NodeProto) -> None:
+    """Sequences side by side along their features: a bidirectional layer's forward and
+    reversed cells, both in time order.  A sequence has one scale for every feature, so the
+    inputs must share theirs (brevitas' bidirectional QuantLSTM shares its output quantizer
+    between the directions)."""
+    names = [state.tensor(v, node) for v in node.input]
+    meanings = {state.graph.scales.get(v) for v in names}
+    fracs = {state.type_of(v).ftype.frac for v in names}
+    if len(meanings) > 1 or (meanings != {None} and len(fracs) > 1):
+        scales = [state.graph.scales.get(v).scale[0] if v in state.graph.scales else
+                  Fraction(1, 2 ** state.type_of(v).ftype.frac) for v in names]
+        raise UnsupportedModelError(
+            f"node '{node.name}' (Concat): joins sequences whose codes have the scales "
+            f"{', '.join(f'{float(s):.9g}' for s in scales)} along their features; a sequence has one scale for "
+            "every feature (quantize the directions with one quantizer, as brevitas' bidirectional layers do)")
+    value = names[0]
+    for i, name in enumerate(names[1:], 1):
+        value = state.add(node, merge.CONCAT, [value, name], merge.Attrs(features=True), keeps_scale=True,
+                          part=None if i == len(names) - 1 else f"concat{i}").output
+
+
 @handles("Gather")
 def gather(state: ImportState, node: onnx.NodeProto) -> None:
-    """``y[:, t]`` of a recurrent op's output sequence, for the last processed step only:
-    the op then outputs its last hidden state (e.g. a classifier on the final state)."""
+    """``y[:, t]`` of a recurrent op's output sequence, for the last processed step only
+    (time T - 1; time 0 for a reversed cell, whose sequence is in time order): the op then
+    outputs its last hidden state (e.g. a classifier on the final state)."""
     src = state.tensor(node.input[0], node)
     prod = state.graph.producer(src)
     idx = state.const(state.input_name(node, 1, "the index"), node, "the index")
     seq = prod is not None and getattr(prod.attrs, "return_sequences", False)
     steps = state.graph.values[state.graph.input].shape[0] if seq else 0
-    if not seq or state.axis(node, node.input[0], 0) != 1 or idx.size != 1 or int(idx.ravel()[0]) not in (-1, steps - 1):
+    last = (0, -steps) if seq and prod.attrs.reverse else (-1, steps - 1)
+    if not seq or state.axis(node, node.input[0], 0) != 1 or idx.size != 1 or int(idx.ravel()[0]) not in last:
         raise UnsupportedModelError(
-            f"node '{node.name}' (Gather): only the last step (axis 1, index -1) of a recurrent output is supported")
+            f"node '{node.name}' (Gather): only the last step processed (axis 1, index -1; index 0 of a reversed cell) "
+            "of a recurrent output is supported")
     if len(state.live_users(src)) != 1:
         raise UnsupportedModelError(f"node '{node.name}' (Gather): the sequence '{src}' is also used elsewhere")
     prod.attrs = dataclasses.replace(prod.attrs, return_sequences=False)
+    if src in state.graph.scales:  # float-scale codes: the last state's codes mean what the sequence's did
+        state.graph.scales[node.output[0]] = state.graph.scales.pop(src)
     prod.output = node.output[0]
     state.graph.origin[prod.output] = node.name
     state.values[node.output[0]] = Tensor(node.output[0])

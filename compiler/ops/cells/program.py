@@ -262,8 +262,10 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
 
     and gets type inference (interval analysis of one step from full-range states, valid
     for every step), the integer semantics and the onnxruntime form (unrolled over time,
-    inputs ``(N, T, ...)``; outputs every ``h`` in processing order ``(N, T, ...)`` or the
-    last one).  ``attrs`` must have ``reverse`` and ``return_sequences``.
+    inputs ``(N, T, ...)``; outputs every ``h`` in time order ``(N, T, ...)``, or the last
+    one processed).  ``attrs`` must have ``reverse`` and ``return_sequences``: a reversed
+    cell processes the steps last to first and its output at time ``t`` is the state after
+    reading input ``t`` (ONNX ``LSTM`` ``direction=reverse``; brevitas' bidirectional forward).
     """
 
     @abstractmethod
@@ -317,7 +319,12 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
         for t in (reversed(range(len(xs_t))) if attrs.reverse else range(len(xs_t))):
             state = self.step(A, attrs, xs_t[t], state)
             hs.append(state[0])
-        return hs
+        return hs[::-1] if attrs.reverse else hs
+
+    @staticmethod
+    def _last(attrs, hs: list):
+        """The state after the last step processed (the first in time order when reversed)."""
+        return hs[0] if attrs.reverse else hs[-1]
 
     def semantics(self, attrs, xs, ins, out):
         x = xs[0].astype(np.int64)
@@ -327,7 +334,7 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
         forms = self.analyze(attrs, ins[0]).forms
         hs = self._run(NumpyArith(forms), attrs, steps,
                        lambda v: np.broadcast_to(v.astype(np.int64), (n, *v.shape)).copy())
-        return np.stack([h.v for h in hs], axis=1) if attrs.return_sequences else hs[-1].v
+        return np.stack([h.v for h in hs], axis=1) if attrs.return_sequences else self._last(attrs, hs).v
 
     def onnx_reference(self, attrs, builder, xs, ins, out):
         A = OnnxArith(builder, self.analyze(attrs, ins[0]).forms)
@@ -340,5 +347,5 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
                                    builder.const(np.arange(1, nd + 1, dtype=np.int64))], keepdims=1)
         hs = self._run(A, attrs, steps, lambda v: builder.op("Add", [zeros, builder.const(v.astype(np.int64)[None])]))
         if not attrs.return_sequences:
-            return hs[-1].v
+            return self._last(attrs, hs).v
         return builder.op("Concat", [builder.op("Unsqueeze", [h.v, builder.const(np.array([1], dtype=np.int64))]) for h in hs], axis=1)
