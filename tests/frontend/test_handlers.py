@@ -74,7 +74,7 @@ def dense_model(path):
 
 def conv_model(path):
     """Pad + Conv, LeakyRelu, MaxPool, Tanh + Quant, nearest Resize, AveragePool + Quant, Concat,
-    DepthToSpace, ConvTranspose, GlobalMaxPool + GlobalAveragePool merged by Add, Flatten."""
+    DepthToSpace, ConvTranspose, GlobalMaxPool + GlobalAveragePool + ReduceMean merged by Add, Flatten."""
     b = Builder((2, 8, 8))
     xq = b.quant("x", "xq")
     p = b.node("Pad", [xq, b.const("pads", [0, 0, 1, 1, 0, 0, 1, 1], np.int64)], "p")
@@ -88,7 +88,8 @@ def conv_model(path):
     u = b.quant(b.node("ConvTranspose", [d, b.weight("wt", (2, 2, 2, 2))], "ct", kernel_shape=[2, 2], strides=[2, 2]),
                 "uq")
     g = b.quant(b.node("GlobalAveragePool", [u], "gap"), "gq")
-    s = b.node("Add", [b.node("GlobalMaxPool", [u], "gmp"), g], "sum")
+    m = b.quant(b.node("ReduceMean", [u], "rm", axes=[2, 3], keepdims=1), "rq")
+    s = b.node("Add", [b.node("Add", [b.node("GlobalMaxPool", [u], "gmp"), g], "sum0"), m], "sum")
     return b.save(path, b.node("Flatten", [s], "y", axis=1), (2,))
 
 

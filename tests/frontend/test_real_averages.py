@@ -85,3 +85,61 @@ def test_ceil_mode_average_is_exact_where_every_window_fits(tmp_path):
     path = _pool_then_quant(tmp_path / "p.onnx", {"kernel_shape": [2, 2], "strides": [3, 3], "ceil_mode": 1})
     line = refused_in_one_line(path, r"node 'pool' \(AveragePool\): ceil_mode=1 adds a partial last window")
     assert "spatial axis 0" in line, line
+
+
+def _brevitas_mean(path, keepdim: bool, fixed_point: bool):
+    """QuantIdentity -> QuantConv2d -> QuantReLU -> ``x.mean((2, 3), keepdim)`` -> QuantIdentity
+    [-> flatten] -> QuantLinear, exported by brevitas (torch's exporter writes ``ReduceMean``,
+    its axes an input at opset 18 and later): brevitas' default float-scale quantizers, or its
+    power-of-two ``FixedPoint`` ones."""
+    import brevitas.nn as qnn
+    import torch
+    from brevitas.quant import Int8ActPerTensorFixedPoint, Int8WeightPerTensorFixedPoint, Uint8ActPerTensorFixedPoint
+
+    from ..conformance.cases import _export
+
+    fixed = {"act_quant": Int8ActPerTensorFixedPoint} if fixed_point else {}
+    weights = {"weight_quant": Int8WeightPerTensorFixedPoint} if fixed_point else {}
+
+    class Mean(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = qnn.QuantIdentity(return_quant_tensor=True, **fixed)
+            self.conv = qnn.QuantConv2d(3, 8, 3, bias=False, **weights)
+            self.relu = qnn.QuantReLU(**({"act_quant": Uint8ActPerTensorFixedPoint} if fixed_point else {}))
+            self.q2 = qnn.QuantIdentity(**fixed)
+            self.fc = qnn.QuantLinear(8, 4, bias=False, **weights)
+
+        def forward(self, x):
+            y = self.q2(self.relu(self.conv(self.q(x))).mean((2, 3), keepdim=keepdim))
+            return self.fc(y.flatten(1) if keepdim else y)
+
+    return _export(Mean(), (3, 6, 6), path)
+
+
+@pytest.mark.parametrize("keepdim", [True, False])
+@pytest.mark.parametrize("fixed_point", [True, False])
+def test_reduce_mean_over_the_spatial_axes_is_exact(tmp_path, keepdim, fixed_point):
+    import onnx
+
+    path = _brevitas_mean(tmp_path / "m.onnx", keepdim, fixed_point)
+    assert any(n.op_type == "ReduceMean" for n in onnx.load(str(path)).graph.node)
+    g = _exact_and_independent(path, 1000)
+    assert g.values[g.output].shape == (4,)
+    fused = [n for n in g.nodes if n.op == "globalavgpool"]
+    assert len(fused) == (1 if keepdim and fixed_point else 0)  # else the window sum and a proven rescale
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_reduce_mean_without_kept_axes_csim_equals_reference_and_users_model(tmp_path, io_type):
+    csim_verified(_brevitas_mean(tmp_path / "m.onnx", False, False), tmp_path / "prj", io_type, 200, 4)
+
+
+def test_a_mean_over_other_axes_is_refused_in_one_line(tmp_path):
+    nodes = [_quant("x", "s_x", "zero", "b8", "xq"),
+             helper.make_node("ReduceMean", ["xq"], ["m"], name="mean", axes=[1, 2, 3], keepdims=1),
+             _quant("m", "s_x", "zero", "b8", "y")]
+    path = _save(tmp_path / "m.onnx", nodes, [_f("s_x", 0.0371), _f("zero", 0.0), _f("b8", 8.0)], [3, 4, 4], [1, 1, 1])
+    refused_in_one_line(path, r"node 'mean' \(ReduceMean\): axes=\[1, 2, 3\] is not supported: only the mean over every "
+                              r"spatial axis \(\[2, 3\]\)")

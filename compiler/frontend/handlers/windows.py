@@ -1,5 +1,6 @@
 """Window and spatial ops: ``Pad`` (folded into the window op reading it), ``MaxPool``,
-``GlobalMaxPool``, ``AveragePool``, ``GlobalAveragePool``, nearest ``Resize``; and the
+``GlobalMaxPool``, ``AveragePool``, ``GlobalAveragePool`` (and ``ReduceMean`` over the spatial
+axes), nearest ``Resize``; and the
 window geometry every window op shares (:func:`window`).
 
 An average is not a fixed-point number.  On a power-of-two grid with a power-of-two ``Quant``
@@ -21,7 +22,7 @@ import onnx
 
 from ...errors import UnsupportedModelError
 from ...ir.types import FixedType, power_of_two_exponent
-from ...ops import avgpool, conv, globalavgpool, maxpool, upsample
+from ...ops import avgpool, conv, flatten, globalavgpool, maxpool, upsample
 from ..attributes import attribute, ceil_mode_extra, explicit_pads, nearest_sources, required_attribute, schema_default
 from ..inflight import ascending, move
 from ..load import QUANTIZERS
@@ -201,6 +202,32 @@ def global_average_pool(state: ImportState, node: onnx.NodeProto) -> None:
         return
     spatial = tuple(state.type_of(state.tensor(node.input[0], node)).shape[1:])
     _window_sum(state, node, spatial, spatial, (0,) * (2 * len(spatial)))
+
+
+@handles("ReduceMean")
+def reduce_mean(state: ImportState, node: onnx.NodeProto) -> None:
+    """``x.mean((2, 3))``: the mean over every spatial axis.  With the axes kept it is a
+    ``GlobalAveragePool``; without (``keepdims=0``, torch's default) it is the exact channel
+    sum with its average in flight (:func:`_window_sum`), flattened to ``(N, C)``."""
+    rank = len(state.shape_of(node.input[0])) + 1
+    axes = state.optional_const(node, 1, "the axes") if state.opset >= 18 else attribute(node, "axes")
+    axes = sorted({int(a) % rank for a in np.asarray(axes, dtype=np.int64).reshape(-1)}) if axes is not None else None
+    keepdims = int(attribute(node, "keepdims", 1))
+    if axes != list(range(2, rank)) or keepdims not in (0, 1):
+        empty = " (empty axes, noop_with_empty_axes=1: an identity)" if axes is None and \
+            int(attribute(node, "noop_with_empty_axes", 0)) else ""
+        raise UnsupportedModelError(
+            f"node '{node.name}' (ReduceMean): axes={axes if axes is not None else 'all'}{empty} is not supported: only "
+            f"the mean over every spatial axis ({list(range(2, rank))})")
+    if keepdims:
+        global_average_pool(state, node)
+        return
+    kept = f"{node.output[0]}.kept"
+    spatial = tuple(state.type_of(state.tensor(node.input[0], node)).shape[1:])
+    _window_sum(state, onnx.helper.make_node("ReduceMean", [node.input[0]], [kept], name=node.name), spatial, spatial,
+                (0,) * (2 * len(spatial)))
+    move(state, onnx.helper.make_node("Flatten", [kept], [node.output[0]], name=f"{node.name}/flatten"), flatten.OP,
+         flatten.Attrs())
 
 
 def _average_on_grid(state: ImportState, node: onnx.NodeProto) -> bool:
