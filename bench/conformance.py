@@ -230,10 +230,11 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    kept = {}
+    kept, earlier = {}, 0.0
     if args.keep_rows and (out / "conformance.json").is_file():
-        kept = {(r["case"], r["io_type"]): dict(r, run=r.get("run", "earlier"))
-                for r in json.loads((out / "conformance.json").read_text())["rows"]}
+        last = json.loads((out / "conformance.json").read_text())
+        kept = {(r["case"], r["io_type"]): dict(r, run=r.get("run", "earlier")) for r in last["rows"]}
+        earlier = last["seconds"]  # the kept rows' runs, counted with this one
     if args.merge:
         kept |= {(r["case"], r["io_type"]): r for path in args.merge for r in json.loads(path.read_text())["rows"]}
         write(kept, {}, args.samples, sum(json.loads(p.read_text())["seconds"] for p in args.merge), out)
@@ -243,10 +244,10 @@ def main() -> None:
 
     def on_row(rows: list[dict]) -> None:
         measured.update({(r["case"], r["io_type"]): r for r in rows})
-        write(kept, measured, args.samples, time.perf_counter() - t0, out)
+        write(kept, measured, args.samples, earlier + time.perf_counter() - t0, out)
 
     run(cases, args.samples, args.work, on_row)
-    doc = write(kept, measured, args.samples, time.perf_counter() - t0, out)
+    doc = write(kept, measured, args.samples, earlier + time.perf_counter() - t0, out)
     rows = doc["rows"]
     print(f"{doc['verified']}/{len(rows)} verified, {doc['refused']} refused; hls4ml converts {doc['hls4ml_converts']}, "
           f"exact {doc['hls4ml_exact']}; wrote {out}/conformance.{{json,md,png}}")
