@@ -78,7 +78,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "Conv": _CONV,
     "ConvTranspose": {**_CONV, "group": Only((1,), "no grouped transposed convolution"), "output_padding": MODELLED,
                       "output_shape": Only((None,), "no output_shape")},
-    "Gemm": {"alpha": Only((1.0,)), "beta": Only((1.0,)), "transA": Only((0,)), "transB": MODELLED},
+    "Gemm": {"alpha": MODELLED, "beta": MODELLED, "transA": Only((0,)), "transB": MODELLED},
     "MatMul": {},
     "Add": {},
     "Sub": {},
@@ -98,6 +98,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "Tanh": {},
     "AveragePool": {**_POOL, "ceil_mode": MODELLED, "count_include_pad": MODELLED},  # ceil: see handlers/windows.py
     "GlobalAveragePool": {},
+    "ReduceMean": {"axes": MODELLED, "keepdims": MODELLED, "noop_with_empty_axes": MODELLED},
     "GlobalMaxPool": {},
     "MaxPool": {**_POOL, "ceil_mode": MODELLED, "storage_order": NO_EFFECT},  # it orders the Indices output, which is refused
     "DepthToSpace": {"blocksize": MODELLED, "mode": MODELLED},

@@ -5,12 +5,14 @@ constant ``Add`` after one of them is its bias (``handlers/elementwise.py``)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Callable
 
 import numpy as np
 import onnx
 
 from ...errors import UnsupportedModelError
+from ...ir.types import dyadic_codes, power_of_two_exponent
 from ...ops import conv, convtranspose, dense
 from ..attributes import attribute
 from ..real import real_linear, weight_codes
@@ -110,15 +112,54 @@ def _transposed(a: np.ndarray) -> np.ndarray:
 
 @handles("Gemm")
 def gemm(state: ImportState, node: onnx.NodeProto) -> None:
-    if attribute(node, "transA", 0) or attribute(node, "alpha", 1.0) != 1.0 or attribute(node, "beta", 1.0) != 1.0:
-        raise UnsupportedModelError(f"node '{node.name}' (Gemm): only alpha=beta=1, transA=0 is supported")
+    """``alpha * A B' + beta * C``: alpha folded into the weight, beta into the bias, exactly."""
+    if attribute(node, "transA", 0):
+        raise UnsupportedModelError(f"node '{node.name}' (Gemm): attribute transA=1 is not supported")
+    alpha, beta = float(attribute(node, "alpha", 1.0)), float(attribute(node, "beta", 1.0))
     weight = _weight(state, node)
     orient = _transposed if attribute(node, "transB", 0) else _same
     if weight.value.ndim != 2:
         raise UnsupportedModelError(f"node '{node.name}' (Gemm): weight must be 2D, got {weight.value.shape}")
     b = state.optional_const(node, 2, "the bias")
-    b = b.reshape(-1) if b is not None else None
+    b = _exact_product(node, b.reshape(-1), beta, "beta * C") if b is not None else None
+    weight = _times_alpha(node, weight, alpha, real_bias=b is not None and not _power_of_two(beta))
     linear(state, node, state.tensor(node.input[0], node), weight, orient(weight.value), b, dense, orient, out_axis=1)
+
+
+def _power_of_two(v: float) -> bool:
+    return power_of_two_exponent(np.float64(v)) is not None
+
+
+def _times_alpha(node: onnx.NodeProto, weight: Const, alpha: float, real_bias: bool) -> Const:
+    """``alpha * weight``: a power of two scales the values; any other factor becomes the scale
+    of the weight's integer codes (a float-scaled weight: its products stay integers and alpha
+    travels as the real constant it is), as does a bias ``beta * C`` off the power-of-two grids
+    (``real_bias``).  A negative alpha negates the codes."""
+    if alpha == 1.0 and not real_bias:
+        return weight
+    if alpha == 0.0 or not np.isfinite(alpha):
+        raise UnsupportedModelError(f"node '{node.name}' (Gemm): attribute alpha={alpha:g} is not supported")
+    value = _exact_product(node, weight.value, alpha, "alpha * B")
+    sign, magnitude = (-1 if alpha < 0 else 1), abs(alpha)
+    if weight.float_scaled:
+        return Const(value, sign * weight.codes, _exact_product(node, weight.scale, magnitude, "alpha * B's scale"))
+    if _power_of_two(magnitude) and not real_bias:
+        return Const(value)
+    try:
+        codes, frac = dyadic_codes(weight.value)
+    except ValueError as exc:
+        raise UnsupportedModelError(f"node '{node.name}' (Gemm): the weight: {exc}") from None
+    return Const(value, sign * codes, np.full(codes.shape, np.ldexp(magnitude, -frac)))
+
+
+def _exact_product(node: onnx.NodeProto, values: np.ndarray, factor: float, what: str) -> np.ndarray:
+    """``factor * values`` in float64, refused in one line where float64 does not hold it exactly."""
+    product = np.asarray(values, dtype=np.float64) * factor
+    for v, p in zip(np.unique(values).tolist(), (np.unique(values) * factor).tolist()):
+        if Fraction(p) != Fraction(v) * Fraction(factor):
+            raise UnsupportedModelError(f"node '{node.name}' (Gemm): {what} = {factor:.9g} * {v:.9g} is not a float64 "
+                                        "number; not supported")
+    return product
 
 
 @handles("MatMul")
