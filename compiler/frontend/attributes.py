@@ -82,6 +82,8 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "MatMul": {},
     "Add": {},
     "Sub": {},
+    "Max": {},
+    "Min": {},
     "Mul": {},
     "Div": {},
     # inference: the running statistics (training_mode refused; momentum only acts in training)

@@ -325,18 +325,19 @@ def clip_real(state: ImportState, node: onnx.NodeProto, lo: Fraction | None, hi:
 
 
 # -- merges of real-scaled branches ---------------------------------------------------------
-def real_add(state: ImportState, node: onnx.NodeProto) -> bool:
+def real_add(state: ImportState, node: onnx.NodeProto, negate: bool = False) -> bool:
     """An Add of two activations, one with a real scale or in flight: ``k1_c * q1 + k2_c * q2``
-    on aligned codes, integer ``k = s / A_c`` from the exact scales; in flight as an Affine."""
+    on aligned codes, integer ``k = s / A_c`` from the exact scales; in flight as an Affine.
+    ``negate``: a Sub, the second term's weight and offset negated."""
     if len(node.input) != 2 or any(isinstance(state.values.get(v), Const) for v in node.input) or \
             not any(reads_scaled(state, v) for v in node.input):
         return False
     terms = [as_affine(state, v, node) for v in node.input]
     for f in terms:
         if f.piecewise or min(a for a, _ in f.each()) <= 0:
-            raise UnsupportedModelError(f"node '{node.name}' (Add): reads '{f.source}' " + (
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): reads '{f.source}' " + (
                 "after a ReLU/Clip/LeakyRelu without a Quant" if f.piecewise else "with a non-positive scale") +
-                "; requantize it (e.g. a QuantIdentity) before the Add")
+                f"; requantize it (e.g. a QuantIdentity) before the {node.op_type}")
     types = [state.type_of(f.value) for f in terms]
     top = max(t.ftype.frac for t in types)
     ks, slope, offset = ([], []), [], []
@@ -344,17 +345,18 @@ def real_add(state: ImportState, node: onnx.NodeProto) -> bool:
         pairs = [f.each()[c % f.channels] for f in terms]
         r = [a * Fraction(2) ** (t.ftype.frac - top) for (a, _), t in zip(pairs, types)]  # real per aligned code
         unit, multiples = common_unit(r)
-        for k, v in zip(ks, multiples):
-            k.append(v)
+        sign = (1, -1 if negate else 1)
+        for k, v, sg in zip(ks, multiples, sign):
+            k.append(sg * v)
         slope.append(unit)
-        offset.append(sum(b for _, b in pairs))
+        offset.append(sum(sg * b for (_, b), sg in zip(pairs, sign)))
     one = lambda v: tuple(v[:1]) if len(set(v)) == 1 else tuple(v)  # noqa: E731
     attrs = merge.Attrs(one(ks[0]), one(ks[1]))
     try:
         merge.ADD.infer(attrs, types, node.name)
     except UnsupportedModelError as exc:
         raise UnsupportedModelError(f"{exc}: aligning the real scales of '{terms[0].source}' and '{terms[1].source}' "
-                                    "exactly; requantize a branch (e.g. a QuantIdentity) before the Add") from None
+                                    f"exactly; requantize a branch (e.g. a QuantIdentity) before the {node.op_type}") from None
     state.add(node, merge.ADD, [f.value for f in terms], attrs, reads_real=True)
     state.values[node.output[0]] = Affine(node.output[0], one(slope), one(offset), source=node.name)
     return True

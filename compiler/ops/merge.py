@@ -4,11 +4,12 @@ elementwise Add.
 Inputs may have different fixed-point types: both are aligned to ``frac = max(f1, f2)`` by
 exact left shifts, so nothing rounds.  Concat is along channels (ONNX axis 1), the U-Net
 skip connection, or along the features of two ``(T, F)`` sequences (a bidirectional recurrent
-layer's directions side by side; stored step by step, the steps are the kernel's positions); Add is the residual sum, ``k1_c * a + k2_c * b`` with positive integer
-weights per channel or per tensor (1 and 1 unless the frontend aligns two differently scaled
-inputs: the residual Add of a float-scaled model is an integer accumulator whose real
-meaning, and the Quant that rounds it, the exact requantization primitive carries;
-:mod:`.rescale`).  Both lower to Tessera extension layers
+layer's directions side by side; stored step by step, the steps are the kernel's positions).
+Add is the residual sum, ``k1_c * a + k2_c * b`` with integer weights per channel or per
+tensor, ``k1`` positive, ``k2`` positive or negative (a ``Sub`` of two branches); 1 and 1
+unless the frontend aligns two differently scaled inputs: the residual Add of a float-scaled
+model is an integer accumulator whose real meaning, and the Quant that rounds it, the exact
+requantization primitive carries (:mod:`.rescale`).  Both lower to Tessera extension layers
 (``hls_templates/merge``) that work on channels-last tensors of any rank.
 """
 
@@ -142,12 +143,16 @@ class Add(OpDef[Attrs]):
         a, b = ins
         if a.shape != b.shape:
             raise UnsupportedModelError(f"node '{node}': Add of shapes {a.shape} and {b.shape} (no broadcasting)")
-        if min(attrs.k1 + attrs.k2) < 1 or {len(attrs.k1), len(attrs.k2)} - {1, a.shape[0]}:
-            raise UnsupportedModelError(f"node '{node}': Add weights must be positive integers, one or one per channel")
+        if min(attrs.k1) < 1 or 0 in attrs.k2 or {len(attrs.k1), len(attrs.k2)} - {1, a.shape[0]}:
+            raise UnsupportedModelError(f"node '{node}': Add weights must be integers, positive (negative too for the "
+                                        "second input: a subtraction), one or one per channel")
         f = max(a.ftype.frac, b.ftype.frac)
-        lo = min(k1 * (a.lo << (f - a.ftype.frac)) + k2 * (b.lo << (f - b.ftype.frac)) for k1, k2 in _pairs(attrs))
-        hi = max(k1 * (a.hi << (f - a.ftype.frac)) + k2 * (b.hi << (f - b.ftype.frac)) for k1, k2 in _pairs(attrs))
-        return check_width(TensorType.from_range(a.shape, min(lo, 0), max(hi, 0), f), node, "Add")
+        (alo, ahi), (blo, bhi) = ((t.lo << (f - t.ftype.frac), t.hi << (f - t.ftype.frac)) for t in (a, b))
+        sums = [(min(k1 * alo, k1 * ahi) + min(k2 * blo, k2 * bhi), max(k1 * alo, k1 * ahi) + max(k2 * blo, k2 * bhi))
+                for k1, k2 in _pairs(attrs)]
+        # the result type also holds each aligned input: the kernel converts both into it first
+        lo, hi = min(0, alo, blo, *(v for v, _ in sums)), max(0, ahi, bhi, *(v for _, v in sums))
+        return check_width(TensorType.from_range(a.shape, lo, hi, f), node, "Add")
 
     def semantics(self, attrs, xs, ins, out):
         f = out.ftype.frac
@@ -170,7 +175,7 @@ class Add(OpDef[Attrs]):
         hls.add_layer(node, {"class_name": "TesseraAdd", "n_elem": a.size,
                             "out_shape": [*a.shape[1:], a.shape[0]] if len(a.shape) > 1 else [a.shape[0]],
                             "n_chan": a.shape[0], "n_k": n_k, "k1_data": k1, "k2_data": k2},
-                     {"result": out.ftype.hls(), "k1": _unsigned(k1), "k2": _unsigned(k2)})
+                     {"result": out.ftype.hls(), "k1": _integer_type(k1), "k2": _integer_type(k2)})
 
     def cost(self, attrs, ins, out, io):
         return elementwise_work(out, io, 1 + (not attrs.unit))  # weighted: constant multiplies
@@ -181,9 +186,13 @@ def _pairs(attrs: Attrs) -> list[tuple[int, int]]:
     return [(attrs.k1[c % len(attrs.k1)], attrs.k2[c % len(attrs.k2)]) for c in range(n)]
 
 
-def _unsigned(k: np.ndarray) -> str:
-    width = max(int(v).bit_length() for v in k)
-    return f"ufixed<{width},{width}>"
+def _integer_type(k: np.ndarray) -> str:
+    """The narrowest hls4ml integer type of the weights (unsigned unless one is negative)."""
+    if min(k) >= 0:
+        width = max(int(v).bit_length() for v in k)
+        return f"ufixed<{width},{width}>"
+    width = 1 + max(int(v).bit_length() if v >= 0 else (-int(v) - 1).bit_length() for v in k)
+    return f"fixed<{width},{width}>"
 
 
 CONCAT = Concat()

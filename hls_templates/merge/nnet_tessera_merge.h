@@ -1,9 +1,10 @@
 // Tessera merges on channels-last tensors of any rank: channel concatenation (U-Net skips)
 // and elementwise addition.  The compiler sets res_T so that both inputs convert exactly
 // (common fractional bits, enough integer bits): the casts below never round or wrap.
-// Add computes k1[c] * a + k2[c] * b with positive integer weights, one per channel or one
-// (n_k = 1): 1 and 1 unless the compiler aligned two differently scaled inputs.  The products
-// are exact in ap_fixed arithmetic and res_T holds every reachable sum.
+// Add computes k1[c] * a + k2[c] * b with integer weights (k2 negative for a subtraction), one
+// per channel or one (n_k = 1): 1 and 1 unless the compiler aligned two differently scaled
+// inputs.  res_T holds each input and every reachable sum; the products are exact in ap_fixed
+// arithmetic.
 #ifndef NNET_TESSERA_MERGE_H_
 #define NNET_TESSERA_MERGE_H_
 

@@ -149,6 +149,16 @@ def inflight_model(path):
     return b.save(path, b.quant(p, "y"), (3, 2, 2))
 
 
+def branch_model(path):
+    """Two branches joined by Max, Min and Sub."""
+    b = Builder((2, 4, 4))
+    xq = b.quant("x", "xq")
+    one, two = (b.quant(b.node("Conv", [xq, b.weight(f"w{k}", (3, 2, 1, 1))], f"c{k}", kernel_shape=[1, 1]), f"q{k}")
+                for k in (1, 2))
+    high, low = b.node("Max", [one, two], "hi"), b.node("Min", [one, two], "lo")
+    return b.save(path, b.node("Sub", [high, low], "y"), (3, 4, 4))
+
+
 def recurrent_models(tmp_path):
     """Tessera's exports of a sentiment LSTM and GRU (QuantLSTMCell / QuantGRUCell, Gather of the
     last step) and of a ConvLSTM forecaster (QuantConvLSTMCell with and without input)."""
@@ -191,7 +201,8 @@ def reached(monkeypatch):
 
 
 def test_every_handler_is_reached(tmp_path, reached):
-    for build in (dense_model, conv_model, shape_model, transpose_model, bipolar_model, qcdq_model, inflight_model):
+    for build in (dense_model, conv_model, shape_model, transpose_model, bipolar_model, qcdq_model, inflight_model,
+                  branch_model):
         g = compile_ir(build(tmp_path / f"{build.__name__}.onnx"))
         assert g.nodes and g.output in g.values
     for path in recurrent_models(tmp_path):

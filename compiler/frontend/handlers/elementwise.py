@@ -21,7 +21,7 @@ from ...errors import UnsupportedModelError
 from ...ir.types import dyadic_codes
 from ...exact.requant import Step
 from ...exact.rounding import Rounding
-from ...ops import OPS, Trait, leakyrelu, lut, merge, relu, rescale
+from ...ops import OPS, Trait, leakyrelu, lut, maximum, merge, relu, rescale
 from ..attributes import attribute
 from ..load import QUANTIZERS
 from ..inflight import bend, bends_in_flight
@@ -118,6 +118,28 @@ def prelu(state: ImportState, node: onnx.NodeProto) -> None:
     bend(state, node, slopes)
 
 
+@handles("Max", "Min")
+def max_min(state: ImportState, node: onnx.NodeProto) -> None:
+    """The elementwise maximum / minimum of two branches: codes of power-of-two grids (aligned by
+    exact shifts) or codes of one real meaning (a positive scale keeps their order); branches on
+    different real scales or still in flight are refused in one line."""
+    names = list(node.input)
+    kinds = [state.values.get(v) for v in names]
+    if len(names) != 2 or any(isinstance(k, (Const, RawInput)) for k in kinds):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): only two activations (no constant operand) "
+                                    f"are supported, got {len(names)} inputs")
+    if any(isinstance(k, Affine) for k in kinds):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): reads a value with a real scale before its "
+                                    "Quant; requantize the branches (e.g. a QuantIdentity) first")
+    a, b = (state.tensor(v, node) for v in names)
+    meanings = [state.graph.scales.get(v) for v in (a, b)]
+    if meanings != [None, None] and (meanings[0] != meanings[1] or
+                                     state.type_of(a).ftype.frac != state.type_of(b).ftype.frac):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): its branches' codes have different real "
+                                    "scales or zero points; quantize both with one quantizer first")
+    state.add(node, maximum.OP, [a, b], maximum.Attrs(minimum=node.op_type == "Min"), keeps_scale=True)
+
+
 @handles("Sigmoid", "Tanh")
 def lookup_table(state: ImportState, node: onnx.NodeProto) -> None:
     """Sigmoid/Tanh must feed exactly one Quant: the pair becomes one lookup table."""
@@ -127,7 +149,21 @@ def lookup_table(state: ImportState, node: onnx.NodeProto) -> None:
 
 
 # -- arithmetic ------------------------------------------------------------------------
-@handles("Mul", "Sub", "Div")
+@handles("Sub")
+def sub(state: ImportState, node: onnx.NodeProto) -> None:
+    """A constant operand (as ``Mul`` / ``Div``); two branches: the residual merge with the second
+    branch's weight negated (aligned exactly where scales are real, :func:`..real.real_add`)."""
+    kinds = [state.values.get(v) for v in node.input]
+    if any(isinstance(k, (Const, RawInput)) for k in kinds):
+        constant_operand(state, node)
+        return
+    if real_add(state, node, negate=True):
+        return
+    a, b = node.input
+    state.add(node, merge.ADD, [state.tensor(a, node), state.tensor(b, node)], merge.Attrs((1,), (-1,)))
+
+
+@handles("Mul", "Div")
 def constant_operand(state: ImportState, node: onnx.NodeProto) -> None:
     if not constant_arith(state, node):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): only a constant operand on a layer's "
