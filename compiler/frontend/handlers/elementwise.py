@@ -25,7 +25,7 @@ from ...ops import OPS, Trait, leakyrelu, lut, maximum, merge, relu, rescale
 from ..attributes import attribute
 from ..load import QUANTIZERS
 from ..inflight import bend, bends_in_flight
-from ..real import as_affine, check_finite, clip_real, constant_arith, is_real, per_channel, real_add, weight_codes
+from ..real import as_affine, check_finite, clip_real, constant_arith, per_channel, real_add, weight_codes
 from ..registry import handles
 from ..state import ImportState
 from ..values import Affine, Const, RawInput, Tensor, fractions
@@ -215,6 +215,9 @@ def _fold_bias(state: ImportState, node: onnx.NodeProto) -> None:
 # -- BatchNormalization and a trailing Softmax ---------------------------------------------
 @handles("BatchNormalization")
 def batch_normalization(state: ImportState, node: onnx.NodeProto) -> None:
+    """The folded affine ``A_c * x + B_c`` (float64 once, docs/bit-exact.md) on a value in flight:
+    a layer's accumulator, or codes with their real meaning (after a Quant, a pool, ...) that
+    the next Quant rounds."""
     gamma, beta, mean, var = (np.asarray(state.const(state.input_name(node, i, what), node, f"input '{node.input[i]}'"),
                                          dtype=np.float64)
                               for i, what in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "variance")))
@@ -224,10 +227,10 @@ def batch_normalization(state: ImportState, node: onnx.NodeProto) -> None:
                                     f"{gamma.size}, {beta.size}, {mean.size} and {var.size} values; one per channel each")
     if np.any(var + eps <= 0):
         raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): variance + epsilon is not positive")
-    if not is_real(state, node.input[0]):
-        raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): only after a MatMul/Gemm/Conv (on its "
-                                    "accumulator) is supported")
-    f = as_affine(state, node.input[0], node)
+    if isinstance(state.values.get(node.input[0]), (Const, RawInput)):
+        raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): on a constant or on the raw input (no "
+                                    "Quant before it) is not supported")
+    f = as_affine(state, node.input[0], node)  # a layer's accumulator, or any codes with their real meaning
     if f.clipped:
         raise UnsupportedModelError(f"node '{node.name}' (BatchNormalization): after a ReLU/Clip without a Quant "
                                     "between them is not supported")
