@@ -1,6 +1,7 @@
 """Lookup-table activations: a nonlinearity followed by its output ``Quant``, as one table.
 
-For ONNX ``Sigmoid``/``Tanh`` whose output goes straight into a ``Quant``, the compiler
+For ONNX ``Sigmoid``/``Tanh`` (and ``HardSigmoid``, ``HardSwish``, ``Elu``, ``Selu``, ``Celu``,
+``Softsign``, ``Softplus``, ``ThresholdedRelu``) whose output goes straight into a ``Quant``, the compiler
 computes ``table[k] = Quant(f(k * 2**-fx))`` once for every input code ``k`` in the input's
 reachable range (float64 ``f``, then the Quant's exact rounding); the onnxruntime
 reference (``Gather``) and the HLS kernel (``hls_templates/lut``) read the same table.
@@ -24,9 +25,23 @@ from .base.cost import table_work
 
 MAX_DOMAIN = 1 << 16
 
+def _hard_sigmoid(v, alpha, beta):
+    return np.maximum(0, np.minimum(1, v * alpha + beta))
+
+
+#: Each function of the ONNX operator of that name, in float64, with its attributes in the
+#: order the frontend passes them (``lut.Attrs.params``: the model's float32 values)
 FUNCTIONS = {
     "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
     "tanh": np.tanh,
+    "hardsigmoid": _hard_sigmoid,
+    "hardswish": lambda v: v * _hard_sigmoid(v, float(np.float32(1 / 6)), 0.5),  # ONNX's function body
+    "elu": lambda v, alpha: np.where(v > 0, v, alpha * np.expm1(v)),
+    "selu": lambda v, alpha, gamma: np.where(v > 0, v, alpha * np.expm1(v)) * gamma,
+    "celu": lambda v, alpha: np.maximum(0, v) + np.minimum(0, alpha * np.expm1(v / alpha)),
+    "softsign": lambda v: v / (1 + np.abs(v)),
+    "softplus": lambda v: np.logaddexp(0, v),
+    "thresholdedrelu": lambda v, alpha: np.where(v > alpha, v, 0.0),
 }
 
 
@@ -34,20 +49,22 @@ FUNCTIONS = {
 class Attrs:
     function: str
     out: QuantAttrs
+    params: tuple[float, ...] = ()  # the function's attributes (e.g. HardSigmoid's alpha, beta)
 
 
 def function_table(function: str, out: QuantAttrs, lo: int, hi: int, frac: int, mult: int = 1,
-                   in_mult: int = 1) -> np.ndarray:
+                   in_mult: int = 1, params: tuple[float, ...] = ()) -> np.ndarray:
     """``out(f(k * in_mult * 2**-frac))`` for every input code ``k`` in ``[lo, hi]`` (float64
     ``f`` of the exact input, then the output quantizer's rounding) where ``out``'s scale is
     ``mult * 2**-out.out.frac``."""
     codes = np.arange(lo, hi + 1, dtype=np.int64)
-    values = FUNCTIONS[function](np.ldexp((codes * in_mult).astype(np.float64), -frac))
+    values = np.asarray(FUNCTIONS[function](np.ldexp((codes * in_mult).astype(np.float64), -frac), *params),
+                        dtype=np.float64)
     return quantize_float(out, values / mult if mult != 1 else values)
 
 
 def table(attrs: Attrs, x: TensorType) -> np.ndarray:
-    return function_table(attrs.function, attrs.out, x.lo, x.hi, x.ftype.frac)
+    return function_table(attrs.function, attrs.out, x.lo, x.hi, x.ftype.frac, params=attrs.params)
 
 
 @dataclass(frozen=True)

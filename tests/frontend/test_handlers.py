@@ -159,6 +159,15 @@ def branch_model(path):
     return b.save(path, b.node("Sub", [high, low], "y"), (3, 4, 4))
 
 
+def table_model(path):
+    """Every tabulated nonlinearity, each before its Quant."""
+    b = Builder((6,))
+    v = b.quant("x", "xq")
+    for op in ("HardSigmoid", "HardSwish", "Elu", "Selu", "Celu", "Softsign", "Softplus", "ThresholdedRelu"):
+        v = b.quant(b.node(op, [v], op.lower()), f"{op.lower()}_q")
+    return b.save(path, v, (6,), opset=14)
+
+
 def recurrent_models(tmp_path):
     """Tessera's exports of a sentiment LSTM and GRU (QuantLSTMCell / QuantGRUCell, Gather of the
     last step) and of a ConvLSTM forecaster (QuantConvLSTMCell with and without input)."""
@@ -202,7 +211,7 @@ def reached(monkeypatch):
 
 def test_every_handler_is_reached(tmp_path, reached):
     for build in (dense_model, conv_model, shape_model, transpose_model, bipolar_model, qcdq_model, inflight_model,
-                  branch_model):
+                  branch_model, table_model):
         g = compile_ir(build(tmp_path / f"{build.__name__}.onnx"))
         assert g.nodes and g.output in g.values
     for path in recurrent_models(tmp_path):

@@ -22,7 +22,7 @@ from ...ir.types import dyadic_codes
 from ...exact.requant import Step
 from ...exact.rounding import Rounding
 from ...ops import OPS, Trait, leakyrelu, lut, maximum, merge, relu, rescale
-from ..attributes import attribute
+from ..attributes import attribute, schema_default
 from ..load import QUANTIZERS
 from ..inflight import bend, bends_in_flight
 from ..real import as_affine, check_finite, clip_real, constant_arith, per_channel, real_add, weight_codes
@@ -140,11 +140,22 @@ def max_min(state: ImportState, node: onnx.NodeProto) -> None:
     state.add(node, maximum.OP, [a, b], maximum.Attrs(minimum=node.op_type == "Min"), keeps_scale=True)
 
 
-@handles("Sigmoid", "Tanh")
+#: The attributes of each tabulated function, in the order ``lut.FUNCTIONS`` takes them
+TABLE_PARAMS = {"Sigmoid": (), "Tanh": (), "HardSigmoid": ("alpha", "beta"), "HardSwish": (), "Elu": ("alpha",),
+                "Selu": ("alpha", "gamma"), "Celu": ("alpha",), "Softsign": (), "Softplus": (),
+                "ThresholdedRelu": ("alpha",)}
+
+
+@handles(*TABLE_PARAMS)
 def lookup_table(state: ImportState, node: onnx.NodeProto) -> None:
-    """Sigmoid/Tanh must feed exactly one Quant: the pair becomes one lookup table."""
+    """A nonlinearity must feed exactly one Quant: the pair becomes one lookup table (the
+    function in float64 with the model's float32 attributes, then the Quant's rounding)."""
+    params = tuple(float(np.float32(attribute(node, name, schema_default(node, name, state.opset))))
+                   for name in TABLE_PARAMS[node.op_type])
+    if node.op_type == "Celu" and params[0] == 0:
+        raise UnsupportedModelError(f"node '{node.name}' (Celu): attribute alpha=0 is not supported")
     function = node.op_type.lower()
-    state.defer_to_quant(node, lut.OP, lambda q: lut.Attrs(function, q),
+    state.defer_to_quant(node, lut.OP, lambda q: lut.Attrs(function, q, params),
                          "a nonlinearity must be followed by a Quant to be exact")
 
 
