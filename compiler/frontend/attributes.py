@@ -121,6 +121,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
                "antialias": NO_EFFECT, "keep_aspect_ratio_policy": NO_EFFECT},  # the last one only with `sizes`
     "Transpose": {"perm": MODELLED},
     "Gather": {"axis": MODELLED},
+    "Slice": {"starts": MODELLED, "ends": MODELLED, "axes": MODELLED},  # attributes before opset 10
     "Identity": {},
     "Dropout": {"ratio": NO_EFFECT, "seed": NO_EFFECT},  # inference: the input passes (training_mode refused)
     "Constant": {"value": MODELLED, "value_float": MODELLED, "value_floats": MODELLED, "value_int": MODELLED,

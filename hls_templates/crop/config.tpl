@@ -3,6 +3,8 @@ struct config${index} : nnet::tessera_crop3d_config {
     static const unsigned in_height = ${in_height};
     static const unsigned in_width = ${in_width};
     static const unsigned n_chan = ${n_chan};
+    static const unsigned start_chan = ${start_chan};
+    static const unsigned out_chan = ${out_chan};
     static const unsigned start_depth = ${start_depth};
     static const unsigned start_height = ${start_height};
     static const unsigned start_width = ${start_width};

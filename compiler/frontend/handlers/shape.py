@@ -1,5 +1,5 @@
 """Shape and data movement: ``Flatten``, ``Reshape``, ``Transpose``, ``DepthToSpace``,
-``Concat``, ``Gather`` (the last step of a recurrent sequence), and what passes its input on
+``Concat``, ``Slice`` (step 1: a crop), ``Gather`` (the last step of a recurrent sequence), and what passes its input on
 (``Identity``, ``Dropout`` at inference) or holds a value (``Constant``).
 
 Codes are moved, not changed; a flatten or reshape of the raw input before its Quant gives
@@ -16,7 +16,7 @@ import onnx
 from onnx import numpy_helper
 
 from ...errors import UnsupportedModelError
-from ...ops import OPS, Trait, depthtospace, flatten, merge, transpose
+from ...ops import OPS, Trait, crop, depthtospace, flatten, merge, transpose
 from ..attributes import attribute, required_attribute
 from ..inflight import in_flight, join, move
 from ..real import reshape_input
@@ -129,6 +129,39 @@ def _join_sequences(state: ImportState, node: onnx.NodeProto) -> None:
     for i, name in enumerate(names[1:], 1):
         value = state.add(node, merge.CONCAT, [value, name], merge.Attrs(features=True), keeps_scale=True,
                           part=None if i == len(names) - 1 else f"concat{i}").output
+
+
+@handles("Slice")
+def slice_node(state: ImportState, node: onnx.NodeProto) -> None:
+    """``x[:, c0:c1, a0:a1, ...]`` with step 1: a box of channels and spatial positions (the
+    ``crop`` op), codes copied; a value in flight keeps flying, each kept channel's constants
+    with it."""
+    rank = len(state.shape_of(node.input[0])) + 1
+    if state.opset >= 10:
+        starts, ends = (state.const(state.input_name(node, i, what), node, what).astype(np.int64).reshape(-1)
+                        for i, what in ((1, "the starts"), (2, "the ends")))
+        axes, steps = (state.optional_const(node, i, what) for i, what in ((3, "the axes"), (4, "the steps")))
+    else:
+        starts, ends = (np.asarray(attribute(node, k), dtype=np.int64) for k in ("starts", "ends"))
+        axes, steps = attribute(node, "axes"), None
+    axes = np.arange(len(starts)) if axes is None else np.asarray(axes, dtype=np.int64).reshape(-1) % rank
+    if steps is not None and np.any(np.asarray(steps) != 1):
+        raise UnsupportedModelError(f"node '{node.name}' (Slice): steps={np.asarray(steps, dtype=np.int64).tolist()} "
+                                    "are not supported (only 1)")
+    dims = (1, *state.shape_of(node.input[0]))
+    box = {int(a): (int(np.clip(b + dims[a] if b < 0 else b, 0, dims[a])), int(np.clip(e + dims[a] if e < 0 else e,
+                                                                                          0, dims[a])))
+           for a, b, e in zip(axes, starts, ends)}
+    if 0 in box and box[0] != (0, 1) or any(e <= b for b, e in box.values()):
+        raise UnsupportedModelError(f"node '{node.name}' (Slice): starts={starts.tolist()}, ends={ends.tolist()} on axes "
+                                    f"{axes.tolist()} select nothing or slice the batch")
+    spans = [box.get(a, (0, dims[a])) for a in range(2, rank)]
+    c0, c1 = box.get(1, (0, dims[1]))
+    attrs = crop.Attrs(tuple(b for b, _ in spans), tuple(e - b for b, e in spans), c0, c1 - c0)
+    if in_flight(state, node.input[0]):
+        move(state, node, crop.OP, attrs)
+        return
+    state.add(node, crop.OP, [state.tensor(node.input[0], node)], attrs)
 
 
 @handles("Gather")

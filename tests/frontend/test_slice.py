@@ -1,0 +1,56 @@
+"""ONNX ``Slice`` with step 1: a box of channels and spatial positions (the ``crop`` op, the
+partitioner's own), codes copied; codes with a real meaning per channel keep the kept
+channels' meanings.  The exact reference equals the file run in float64 on every output, and
+the C-simulation equals the reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified, refused_in_one_line
+
+
+def _ints(name, values):
+    return numpy_helper.from_array(np.asarray(values, dtype=np.int64), name)
+
+
+def _sliced(path, starts, ends, axes, out_shape, steps=None, per_channel=False):
+    """Quant(x) -> 1x1 Conv -> Quant (per-channel float scales, or 2**-3) -> Slice -> Quant."""
+    rng = np.random.default_rng(5)
+    scale = (rng.uniform(0.02, 0.06, (1, 4, 1, 1)) if per_channel else 0.125)
+    inits = [_f("s_x", 0.0625), _f("zero", 0.0), _f("b8", 8.0), _f("s_c", scale), _f("s_y", 0.0625), _f("s_w", 0.125),
+             _f("w", rng.integers(-8, 8, (4, 3, 1, 1)) * 0.125), _ints("st", starts), _ints("en", ends), _ints("ax", axes)]
+    names = ["c", "st", "en", "ax"]
+    if steps is not None:
+        inits.append(_ints("sp", steps))
+        names.append("sp")
+    nodes = [_quant("x", "s_x", "zero", "b8", "xq"), _quant("w", "s_w", "zero", "b8", "wq"),
+             helper.make_node("Conv", ["xq", "wq"], ["a"], name="conv", kernel_shape=[1, 1]),
+             _quant("a", "s_c", "zero", "b8", "c"), helper.make_node("Slice", names, ["s"], name="slice"),
+             _quant("s", "s_y", "zero", "b8", "y")]
+    return _save(path, nodes, inits, [3, 6, 6], out_shape)
+
+
+@pytest.mark.parametrize("starts,ends,axes,out_shape", [
+    ([1], [3], [1], [2, 6, 6]),  # channels
+    ([1, 0], [5, -1], [2, 3], [4, 4, 5]),  # rows and columns, a negative end
+    ([2, 1], [100, 4], [1, -1], [2, 6, 3]),  # an end past the channels (clamped), a negative axis
+])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_slice_is_exact(tmp_path, starts, ends, axes, out_shape, per_channel):
+    g = _exact_and_independent(_sliced(tmp_path / "m.onnx", starts, ends, axes, out_shape, per_channel=per_channel), 1000)
+    assert "crop" in [n.op for n in g.nodes]
+
+
+def test_a_slice_with_steps_is_refused_in_one_line(tmp_path):
+    refused_in_one_line(_sliced(tmp_path / "m.onnx", [0], [6], [2], [4, 3, 6], steps=[2]),
+                        r"node 'slice' \(Slice\): steps=\[2\] are not supported \(only 1\)")
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_slice_csim_equals_reference_and_users_model(tmp_path, io_type):
+    csim_verified(_sliced(tmp_path / "m.onnx", [1, 1], [3, 5], [1, 2], [2, 4, 6], per_channel=True), tmp_path / "prj",
+                  io_type, 200, 48)
