@@ -122,6 +122,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "Transpose": {"perm": MODELLED},
     "Gather": {"axis": MODELLED},
     "Slice": {"starts": MODELLED, "ends": MODELLED, "axes": MODELLED},  # attributes before opset 10
+    "Split": {"axis": MODELLED, "split": MODELLED, "num_outputs": MODELLED},
     "Identity": {},
     "Dropout": {"ratio": NO_EFFECT, "seed": NO_EFFECT},  # inference: the input passes (training_mode refused)
     "Constant": {"value": MODELLED, "value_float": MODELLED, "value_floats": MODELLED, "value_int": MODELLED,

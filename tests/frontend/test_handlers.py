@@ -150,14 +150,16 @@ def inflight_model(path):
 
 
 def branch_model(path):
-    """Two branches joined by Max, Min and Sub, then a Slice of channels and rows."""
+    """Two branches joined by Max, Min and Sub, then a Slice of channels and rows, split in two."""
     b = Builder((2, 4, 4))
     xq = b.quant("x", "xq")
     one, two = (b.quant(b.node("Conv", [xq, b.weight(f"w{k}", (3, 2, 1, 1))], f"c{k}", kernel_shape=[1, 1]), f"q{k}")
                 for k in (1, 2))
     high, low = b.node("Max", [one, two], "hi"), b.node("Min", [one, two], "lo")
     box = [b.const(n, v, np.int64) for n, v in (("st", [1, 1]), ("en", [3, 4]), ("ax", [1, 2]))]
-    return b.save(path, b.node("Slice", [b.node("Sub", [high, low], "d"), *box], "y"), (2, 3, 4))
+    piece = b.node("Slice", [b.node("Sub", [high, low], "d"), *box], "box")
+    b.nodes.append(helper.make_node("Split", [piece], ["h1", "h2"], name="split", axis=1))
+    return b.save(path, b.node("Max", ["h1", "h2"], "y"), (1, 3, 4))
 
 
 def table_model(path):

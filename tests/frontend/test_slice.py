@@ -54,3 +54,33 @@ def test_a_slice_with_steps_is_refused_in_one_line(tmp_path):
 def test_slice_csim_equals_reference_and_users_model(tmp_path, io_type):
     csim_verified(_sliced(tmp_path / "m.onnx", [1, 1], [3, 5], [1, 2], [2, 4, 6], per_channel=True), tmp_path / "prj",
                   io_type, 200, 48)
+
+
+def _split(path, opset: int, sizes=None):
+    """Quant(x) -> 1x1 Conv -> Quant -> Split of the channels in two -> Max of the halves -> Quant."""
+    rng = np.random.default_rng(6)
+    inits = [_f("s_x", 0.0625), _f("zero", 0.0), _f("b8", 8.0), _f("s_c", 0.125), _f("s_y", 0.0625), _f("s_w", 0.125),
+             _f("w", rng.integers(-8, 8, (4, 3, 1, 1)) * 0.125)]
+    split_inputs, split_attrs = ["c"], {"axis": 1}
+    if sizes is not None and opset >= 13:
+        inits.append(_ints("sizes", sizes))
+        split_inputs.append("sizes")
+    elif sizes is not None:
+        split_attrs["split"] = sizes
+    nodes = [_quant("x", "s_x", "zero", "b8", "xq"), _quant("w", "s_w", "zero", "b8", "wq"),
+             helper.make_node("Conv", ["xq", "wq"], ["a"], name="conv", kernel_shape=[1, 1]),
+             _quant("a", "s_c", "zero", "b8", "c"), helper.make_node("Split", split_inputs, ["h1", "h2"], name="split",
+                                                                     **split_attrs),
+             helper.make_node("Max", ["h1", "h2"], ["m"], name="max"), _quant("m", "s_y", "zero", "b8", "y")]
+    return _save(path, nodes, inits, [3, 6, 6], [2, 6, 6], opset=opset)
+
+
+@pytest.mark.parametrize("opset,sizes", [(13, None), (13, [2, 2]), (11, [2, 2])])
+def test_split_into_slices_is_exact(tmp_path, opset, sizes):
+    g = _exact_and_independent(_split(tmp_path / "m.onnx", opset, sizes), 1000)
+    assert [n.op for n in g.nodes].count("crop") == 2
+
+
+def test_a_split_that_does_not_add_up_is_refused_in_one_line(tmp_path):
+    refused_in_one_line(_split(tmp_path / "m.onnx", 13, [1, 2]),
+                        r"node 'split' \(Split\): sizes \[1, 2\] along axis 1 of shape \[1, 4, 6, 6\] into 2 outputs")

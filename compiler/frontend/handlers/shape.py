@@ -1,5 +1,5 @@
 """Shape and data movement: ``Flatten``, ``Reshape``, ``Transpose``, ``DepthToSpace``,
-``Concat``, ``Slice`` (step 1: a crop), ``Gather`` (the last step of a recurrent sequence), and what passes its input on
+``Concat``, ``Slice`` (step 1: a crop), ``Split`` (slices), ``Gather`` (the last step of a recurrent sequence), and what passes its input on
 (``Identity``, ``Dropout`` at inference) or holds a value (``Constant``).
 
 Codes are moved, not changed; a flatten or reshape of the raw input before its Quant gives
@@ -162,6 +162,32 @@ def slice_node(state: ImportState, node: onnx.NodeProto) -> None:
         move(state, node, crop.OP, attrs)
         return
     state.add(node, crop.OP, [state.tensor(node.input[0], node)], attrs)
+
+
+@handles("Split")
+def split(state: ImportState, node: onnx.NodeProto) -> None:
+    """Pieces along one non-batch axis: each output a ``Slice`` of its extent (:func:`slice_node`)."""
+    rank = len(state.shape_of(node.input[0])) + 1
+    axis = int(attribute(node, "axis", 0)) % rank
+    dims = (1, *state.shape_of(node.input[0]))
+    sizes = state.optional_const(node, 1, "the split") if state.opset >= 13 else attribute(node, "split")
+    if sizes is None:
+        n = len(node.output)
+        sizes = [-(-dims[axis] // n)] * (n - 1) + [dims[axis] - (n - 1) * -(-dims[axis] // n)]
+    sizes = [int(v) for v in np.asarray(sizes, dtype=np.int64).reshape(-1)]
+    if axis == 0 or len(sizes) != len(node.output) or sum(sizes) != dims[axis] or min(sizes) < 1:
+        raise UnsupportedModelError(f"node '{node.name}' (Split): sizes {sizes} along axis {axis} of shape "
+                                    f"{list(dims)} into {len(node.output)} outputs are not supported")
+    start = 0
+    for out, size in zip(node.output, sizes):
+        box = [numpy_helper.from_array(np.array([v], dtype=np.int64), f"{out}.{k}")
+               for k, v in (("start", start), ("end", start + size), ("axis", axis))]
+        for tensor in box:
+            state.values[tensor.name] = Const(numpy_helper.to_array(tensor))
+        piece = onnx.helper.make_node("Slice", [node.input[0], *(t.name for t in box)], [out], name=f"{node.name}/{out}")
+        if out:
+            slice_node(state, piece)
+        start += size
 
 
 @handles("Gather")
