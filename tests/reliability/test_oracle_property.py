@@ -1,5 +1,6 @@
-"""Property: random small QONNX graphs of the supported ops, with random attributes (modelled
-and unmodelled values, odd shapes), are refused by the compiler in one line, or compile to a
+"""Property: random small QONNX graphs of the supported ops (windows, BatchNorm on codes,
+tabulated nonlinearities, two branches joined by Max / Min / Sub / Add, Slice and Split,
+ReduceMean), with random attributes (modelled and unmodelled values, odd shapes), are refused by the compiler in one line, or compile to a
 design that equals the user's file itself -- run by the independent executor in float64 --
 on every sample.  A few C-simulate too.
 
@@ -44,6 +45,11 @@ class _Builder:
         self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
         return name
 
+    def ints(self, values, hint="i") -> str:
+        name = self.name(hint)
+        self.inits.append(numpy_helper.from_array(np.asarray(values, dtype=np.int64), name))
+        return name
+
     def node(self, op, inputs, **attrs) -> str:
         out = self.name(op.lower())
         self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
@@ -68,16 +74,67 @@ def _pads(r, n: int, k) -> dict:
     return {"pads": [int(r.integers(0, kk)) for kk in k] * 2} if r.random() < 0.6 else {}
 
 
+TABLES = {"Sigmoid": {}, "Tanh": {}, "HardSigmoid": {"alpha": 0.3}, "HardSwish": {}, "Elu": {}, "Selu": {},
+          "Softsign": {}, "Softplus": {}, "ThresholdedRelu": {"alpha": 0.25}}
+
+
+def _branches(b: _Builder, r: np.random.Generator, x: str, c: int) -> tuple[str, int]:
+    """Two 1x1 convolutions of ``x``, each quantized on its own grid, joined by Max, Min, Sub or
+    Add (quantized)."""
+    f = int(r.integers(1, 4))
+    arms = [b.quant(b.node("Conv", [x, b.quant(b.const(r.integers(-8, 8, size=(f, c, 1, 1)) * 2.0**-3), bits=5,
+                                                    signed=1)], kernel_shape=[1, 1])) for _ in range(2)]
+    return b.quant(b.node(str(r.choice(["Max", "Min", "Sub", "Add"])), arms)), f
+
+
+def _pieces(b: _Builder, r: np.random.Generator, x: str, c: int) -> tuple[str, int]:
+    """A Slice of the channels or of a spatial axis, or a Split of the channels in two joined by
+    Max / Min / Sub."""
+    if r.random() < 0.5 and c > 1:
+        (h1, h2) = (b.name("half"), b.name("half"))
+        sizes = [c // 2, c - c // 2]
+        ins = [x, b.ints(sizes, "sizes")] if r.random() < 0.5 else [x]
+        b.nodes.append(helper.make_node("Split", ins, [h1, h2], name=b.name("split"), axis=1))
+        return b.node(str(r.choice(["Max", "Min", "Sub"])), [h1, h2]), c - c // 2
+    axis = int(r.choice([1, 2, 3])) if c > 1 else int(r.choice([2, 3]))
+    start, end = int(r.integers(0, 2)), int(r.choice([-1, 2, 3, 100]))
+    box = [b.ints([v], n) for n, v in (("start", start), ("end", end), ("axis", axis))]
+    kept = max(0, min(end if end >= 0 else c + end, c) - start) if axis == 1 else c
+    return b.node("Slice", [x, *box]), kept
+
+
 def random_model(r: np.random.Generator, path: Path) -> Path:
     """A random graph: Quant(x) -> 1..3 layers -> Quant, opset 13 or 19."""
     b = _Builder(r)
+    opset = int(r.choice([13, 19]))
     c, h, w = int(r.integers(1, 4)), int(r.integers(3, 9)), int(r.integers(3, 9))
     c_in = c
     x = b.quant("x", signed=1)
     for _ in range(int(r.integers(1, 4))):
         k = [int(r.integers(1, 4)), int(r.integers(1, 4))]
         s = [int(r.integers(1, 3)), int(r.integers(1, 3))]
-        op = r.choice(["conv", "maxpool", "avgpool", "relu", "leakyrelu", "resize", "gap"])
+        op = r.choice(["conv", "maxpool", "avgpool", "relu", "leakyrelu", "resize", "gap", "batchnorm", "table",
+                       "branches", "pieces", "mean"])
+        if op == "batchnorm":
+            stats = [b.const(r.uniform(lo, hi, c)) for lo, hi in ((0.5, 2), (-1, 1), (-1, 1), (0.1, 2))]
+            x = b.quant(b.node("BatchNormalization", [x, *stats], epsilon=1e-5))
+            continue
+        if op == "table":
+            name = str(r.choice([t for t in TABLES if t != "HardSwish" or opset >= 14]))
+            x = b.quant(b.node(name, [x], **TABLES[name]))
+            continue
+        if op == "branches":
+            x, c = _branches(b, r, x, c)
+            continue
+        if op == "pieces":
+            x, c = _pieces(b, r, x, c)
+            continue
+        if op == "mean":
+            keep = int(r.integers(0, 2))
+            axes = {"axes": [2, 3]} if opset < 18 else {}
+            ins = [x] if opset < 18 else [x, b.ints([2, 3], "axes")]
+            x = b.quant(b.node("ReduceMean", ins, keepdims=keep, **axes))
+            break
         if op == "conv":
             group = c if c > 1 and r.random() < 0.2 else 1  # depthwise (multiplier 1 or 2)
             f = c * int(r.integers(1, 3)) if group > 1 else int(r.integers(1, 4))
@@ -112,7 +169,6 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
     inp = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c_in, h, w])
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])
     g = helper.make_graph(b.nodes, "random", [inp], [out], b.inits)
-    opset = int(r.choice([13, 19]))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("qonnx.custom_op.general", 1)])
     m.ir_version = 8
     onnx.save(m, path)
