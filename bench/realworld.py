@@ -300,7 +300,7 @@ def main() -> None:
         render(doc, args.out)
         return
     args.work.mkdir(parents=True, exist_ok=True)
-    run = time.strftime("%Y-%m-%d")
+    run = time.strftime("%Y-%m-%d %H:%M")  # the invocation: rows of several runs on one day stay apart
     kept = []
     if args.keep_rows and (args.out / "realworld.json").is_file():
         kept = [dict(r, run=r.get("run", "earlier")) for r in json.loads((args.out / "realworld.json").read_text())["rows"]
