@@ -278,7 +278,7 @@ def resize(state: ImportState, node: onnx.NodeProto) -> None:
     if len(node.input) > 3 and node.input[3]:
         raise UnsupportedModelError(f"node '{node.name}' (Resize): input sizes is not supported (give scales)")
     scales = state.optional_const(node, 2, "the scales")
-    if scales is None or scales.size < 4 or np.any(scales[:2] != 1) or np.any(scales != np.round(scales)) or np.any(scales < 1):
+    if scales is None or scales.size < 3 or np.any(scales[:2] != 1) or np.any(scales != np.round(scales)) or np.any(scales < 1):
         raise UnsupportedModelError(f"node '{node.name}' (Resize): needs constant integer scales >= 1 on spatial dims only")
     factors = tuple(int(v) for v in scales[2:])
     transform = str(attribute(node, "coordinate_transformation_mode",
