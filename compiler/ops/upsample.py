@@ -2,8 +2,8 @@
 
 Every output code is a copy of one input code, so the type is unchanged.  The reference
 uses onnxruntime's int32 ``Resize`` (codes must fit 31 bits); 3D lowers to the
-``TesseraUpsample3D`` extension (``hls_templates/upsample``), 2D as depth 1, 1D as depth and height 1.  A scatter op
-for the partitioner.
+``TesseraUpsample3D`` extension (``hls_templates/upsample``), 2D as depth 1, 1D as depth and
+height 1.  A scatter op for the partitioner.
 """
 
 from __future__ import annotations
