@@ -5,7 +5,8 @@ beside the checkout, or ``$TESSERA_THIRD_PARTY``), ``brevitas_examples.bnn_pynq`
 SFC / LFC / CNV in their shipped bit widths and ResNet-18 4W4A (its float input declared
 ``fixed<8,1>``), exported with ``export_qonnx`` at random initialisation with non-trivial
 BatchNorm statistics (TFC / SFC also after ``TRAIN_EPOCHS`` epochs on the real training
-digits), and the Brevitas default-quantizer
+digits), ``brevitas_examples.super_resolution``'s ESPCN x2 (two quantizer configurations,
+``models/super_resolution.py``), and the Brevitas default-quantizer
 models of ``models/brevitas_default.py`` (all exported into the work folder; no weights
 enter the repository).  The zoo files are measured in both io types (``zoo <name> io_stream``
 rows: both tools compile the file for io_stream; the other models in the io type their
@@ -49,6 +50,7 @@ import numpy as np
 
 from tessera.models.bnn_pynq import BNN_PYNQ, INPUT_TYPES, RESNET18, export_bnn_pynq
 from tessera.models.brevitas_default import BREVITAS_DEFAULT, export_brevitas_default
+from tessera.models.super_resolution import ESPCN, export_espcn
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = Path(os.environ.get("TESSERA_THIRD_PARTY", ROOT.parent / "shared" / "third_party")) / "qonnx_model_zoo" / "models"
@@ -212,6 +214,9 @@ def render(doc: dict, out: Path) -> None:
              "files of the public QONNX model zoo, `brevitas_examples.bnn_pynq` exported at random initialisation with "
              "non-trivial BatchNorm statistics (`export_qonnx` with its defaults: on torch 2.13 the dynamo exporter; the "
              f"`trained` rows: TFC / SFC after {TRAIN_EPOCHS} epochs of Adam on the 4,000 real training digits), "
+             "`brevitas_examples.super_resolution`'s ESPCN x2 (`models/super_resolution.py`: 3x16x16 images in [0, 1], "
+             "random initialisation with drawn BatchNorm statistics, activation scales calibrated on random images; its "
+             "last convolution's real-valued output through the PixelShuffle into an 8-bit QuantReLU), "
              "and models written with Brevitas' default quantizers (`models/brevitas_default.py`: float scales, "
              "per-channel weights, BatchNorm, a residual add, a depthwise-separable block, TruncAvgPool, a global "
              "average pool, a PixelShuffle, a QuantLSTM; exported with brevitas' TorchScript exporter, untrained except "
@@ -278,7 +283,8 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", default=[*ZOO_MODELS, *(f"{m}{STREAM}" for m in ZOO_MODELS),
                                                     *(f"bnn_pynq {m}" for m in (*BNN_PYNQ, RESNET18)),
                                                     *(f"bnn_pynq {m} trained" for m in BNN_PYNQ if m[:3] in ("tfc", "sfc")),
-                                                    *(f"brevitas {m}" for m in BREVITAS_DEFAULT)])
+                                                    *(f"brevitas {m}" for m in BREVITAS_DEFAULT),
+                                                    *(f"espcn {m}" for m in ESPCN)])
     ap.add_argument("--keep-rows", action="store_true",
                     help="keep the rows of realworld.json for models this run does not measure (each row says its run)")
     ap.add_argument("--samples", type=int, default=1000, help="random full-range inputs per model")
@@ -314,6 +320,12 @@ def main() -> None:
             path = ZOO / rel
             if not path.exists():
                 raise SystemExit(f"{path} is missing: the QONNX model zoo is expected at {ZOO} (set TESSERA_THIRD_PARTY)")
+        elif label.startswith("espcn "):
+            name = label.split()[-1]
+            path = args.work / "espcn" / f"{name}.onnx"
+            if not path.exists():
+                export_espcn(name, path)
+            input_type, digits = None, False
         elif label.startswith("brevitas "):
             name = label.split()[-1]
             path = args.work / "brevitas_default" / f"{name}.onnx"
@@ -327,7 +339,7 @@ def main() -> None:
             if not path.exists():
                 export_bnn_pynq(name, path, epochs=TRAIN_EPOCHS if trained else 0)
             input_type, digits = INPUT_TYPES.get(name), "fc" in name
-        conv = "cnv" in label or RESNET18 in label
+        conv = "cnv" in label or RESNET18 in label or label.startswith("espcn ")
         row = run_model(label, path, input_type, digits, args.work, args.conv_samples if conv else args.samples,
                         io_type="stream" if label.endswith(STREAM) else None,
                         tb_samples=RESNET18_TB_SAMPLES if RESNET18 in label else 64)

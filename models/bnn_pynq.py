@@ -45,6 +45,20 @@ def train_on_digits(model, epochs: int, seed: int = 0, lr: float = 0.01) -> floa
     return evaluate(model, x_te, y_te)
 
 
+def draw_batchnorm(model, seed: int) -> None:
+    """Every BatchNorm's running statistics and affine parameters drawn away from the identity
+    (seeded), so that an untrained model's export folds non-trivial constants."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+            with torch.no_grad():
+                for t, lo, hi in ((m.running_mean, -0.5, 0.5), (m.running_var, 0.5, 2.0), (m.weight, 0.5, 1.5),
+                                  (m.bias, -0.3, 0.3)):
+                    t.copy_(torch.rand(t.shape, generator=gen) * (hi - lo) + lo)
+
+
 def export_bnn_pynq(name: str, path: str | Path, seed: int = 0, epochs: int = 0) -> Path:
     """Export bnn_pynq model ``name`` to ``path``: at random initialisation (``seed``), with
     BatchNorm running statistics and affine parameters drawn away from the identity, then
@@ -56,13 +70,7 @@ def export_bnn_pynq(name: str, path: str | Path, seed: int = 0, epochs: int = 0)
     torch.manual_seed(seed)
     model, _ = model_with_cfg(name, pretrained=False)
     model.eval()
-    gen = torch.Generator().manual_seed(seed + 1)
-    for m in model.modules():
-        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
-            with torch.no_grad():
-                for t, lo, hi in ((m.running_mean, -0.5, 0.5), (m.running_var, 0.5, 2.0), (m.weight, 0.5, 1.5),
-                                  (m.bias, -0.3, 0.3)):
-                    t.copy_(torch.rand(t.shape, generator=gen) * (hi - lo) + lo)
+    draw_batchnorm(model, seed + 1)
     if epochs:
         if "fc" not in name:
             raise ValueError(f"{name}: only the 28x28 MLPs (TFC / SFC / LFC) train on the digits")
@@ -78,4 +86,4 @@ def export_bnn_pynq(name: str, path: str | Path, seed: int = 0, epochs: int = 0)
     return path
 
 
-__all__ = ["BNN_PYNQ", "INPUT_TYPES", "RESNET18", "export_bnn_pynq", "input_shape", "train_on_digits"]
+__all__ = ["BNN_PYNQ", "INPUT_TYPES", "RESNET18", "draw_batchnorm", "export_bnn_pynq", "input_shape", "train_on_digits"]
