@@ -99,7 +99,10 @@ def render(data: dict, out: Path) -> None:
     o = data.get("oracle_property")
     if o:
         lines += ["", f"Oracle property ({o['cases']} random graphs of Quant, Conv, MaxPool, AveragePool, Relu, "
-                      f"LeakyRelu, Resize, GlobalAveragePool with random attributes, opset 13 and 19): {o['refused']} "
+                      "LeakyRelu, Resize, GlobalAveragePool, BatchNormalization on codes, tabulated nonlinearities "
+                      "(Sigmoid, Tanh, HardSigmoid, HardSwish, Elu, Selu, Softsign, Softplus, ThresholdedRelu), two "
+                      "branches joined by Max / Min / Sub / Add, Slice, Split, ReduceMean, with random attributes, "
+                      f"opset 13 and 19): {o['refused']} "
                       f"refused in one line ({', '.join(f'{k} {v}' for k, v in sorted(o['refusals'].items()))}), "
                       f"{o['compiled']} compiled, {o['equal']} of {o['outputs']} outputs equal the user's file run by "
                       f"the independent executor, {o['undecidable']} undecidable, "
