@@ -61,6 +61,9 @@ class ImportState:
     deferred: dict[str, Deferred] = field(default_factory=dict)
     #: graph outputs after the first (a recurrent cell's last states): not part of the design
     dropped_outputs: list[str] = field(default_factory=list)
+    #: a MatMul over tokens: its output (the sequence transposed back) -> the 1x1 convolution
+    #: computing it, whose bias a constant Add after the MatMul becomes
+    token_layers: dict[str, Node] = field(default_factory=dict)
 
     # -- constants ----------------------------------------------------------------------
     def constant(self, name: str, node: onnx.NodeProto, what: str) -> Const:

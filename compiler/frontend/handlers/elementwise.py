@@ -205,6 +205,9 @@ def _fold_bias(state: ImportState, node: onnx.NodeProto) -> None:
         a, c = c, a
     src = state.tensor(a, node)
     b = state.const(c, node, "one operand")
+    if src in state.token_layers:
+        _fold_token_bias(state, node, a, src, b)
+        return
     prod = state.graph.producer(src)
     layer = OPS[prod.op] if prod is not None else None
     if layer is None or Trait.LINEAR not in layer.traits or prod.attrs.bias is not None:
@@ -220,6 +223,26 @@ def _fold_bias(state: ImportState, node: onnx.NodeProto) -> None:
     prod.attrs = layer.with_bias(prod.attrs, bcodes, btype)
     prod.output = node.output[0]  # the Add folds into the layer
     state.graph.origin[prod.output] = node.name
+    state.values[node.output[0]] = Tensor(node.output[0])
+
+
+def _fold_token_bias(state: ImportState, node: onnx.NodeProto, a: str, src: str, b: np.ndarray) -> None:
+    """``tokens @ W + b`` with one bias value per output feature (the last axis) or one: the
+    bias of the 1x1 convolution computing the MatMul (:func:`.linear._token_matmul`)."""
+    layer = state.token_layers.pop(src)
+    features = state.type_of(layer.output).shape[0]
+    v = np.asarray(b, dtype=np.float64)
+    if v.size not in (1, features) or (v.size > 1 and v.shape[-1] != features) or layer.attrs.bias is not None or \
+            len(state.users(a)) != 1:
+        raise UnsupportedModelError(f"node '{node.name}' (Add): a constant of shape {list(v.shape)} after a MatMul over "
+                                    f"tokens is supported as its bias only (one value per output feature, "
+                                    f"{features}, and nothing else reading the MatMul)")
+    check_finite(v, node, node.input[1])
+    bcodes, btype = weight_codes(np.broadcast_to(v.reshape(-1), (features,)).copy(), f"node '{node.name}' bias")
+    layer.attrs = OPS[layer.op].with_bias(layer.attrs, bcodes, btype)
+    back = state.graph.producer(src)  # the transpose back to tokens: now the Add's output
+    back.output = node.output[0]
+    state.graph.origin[back.output] = node.name
     state.values[node.output[0]] = Tensor(node.output[0])
 
 

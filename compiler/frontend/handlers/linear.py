@@ -1,5 +1,5 @@
 """Linear ops: ``Conv`` (1D/2D/3D, grouped), ``ConvTranspose`` (1D/2D/3D), ``Gemm`` and
-``MatMul``.  Weights and biases become exact integer codes; float-scaled weights or inputs
+``MatMul`` (of a vector, or of each token of a sequence).  Weights and biases become exact integer codes; float-scaled weights or inputs
 run on integer codes with the real constants in flight (:func:`..real.real_linear`).  A
 constant ``Add`` after one of them is its bias (``handlers/elementwise.py``)."""
 
@@ -13,12 +13,13 @@ import onnx
 
 from ...errors import UnsupportedModelError
 from ...ir.types import dyadic_codes, power_of_two_exponent
-from ...ops import conv, convtranspose, dense
+from ...ops import conv, convtranspose, dense, transpose
 from ..attributes import attribute
 from ..real import real_linear, weight_codes
 from ..registry import handles
 from ..state import ImportState
 from ..values import Const
+from .shape import codes_moved
 from .windows import window
 
 
@@ -167,7 +168,29 @@ def matmul(state: ImportState, node: onnx.NodeProto) -> None:
     weight = _weight(state, node, "the weight (second input)")
     if weight.value.ndim != 2:
         raise UnsupportedModelError(f"node '{node.name}' (MatMul): weight must be 2D, got {weight.value.shape}")
-    linear(state, node, state.tensor(node.input[0], node), weight, weight.value, None, dense, out_axis=1)
+    x = state.tensor(node.input[0], node)
+    if len(state.type_of(x).shape) == 2:
+        _token_matmul(state, node, x, weight)
+        return
+    linear(state, node, x, weight, weight.value, None, dense, out_axis=1)
+
+
+def _token_matmul(state: ImportState, node: onnx.NodeProto, x: str, weight: Const) -> None:
+    """``x @ W`` on a sequence of tokens ``(N, T, C)``, each token through the same weights: a
+    1x1 convolution over the tokens, on the sequence transposed to ``(C, T)`` and transposed
+    back (both transposes relabel the buffer: the tokens are stored step by step, which is the
+    convolution's channels-last order).  A constant Add after it is the convolution's bias."""
+    out = node.output[0]
+    channels = state.add(node, transpose.OP, [x], transpose.Attrs(), part="channels").output
+    as_kernel = lambda a: np.ascontiguousarray(a.T[:, :, None])  # noqa: E731 - (C, K) -> (K, C, 1)
+    kernel = Const(as_kernel(weight.value), *((as_kernel(weight.codes), as_kernel(weight.scale))
+                                             if weight.float_scaled else ()))
+    sums = onnx.helper.make_node("MatMul", [channels, node.input[1]], [f"{out}.tokens"], name=node.name)
+    linear(state, sums, channels, kernel, kernel.value, None, conv, strides=(1,), pads=(0, 0))
+    layer = state.graph.nodes[-1]
+    codes_moved(state, onnx.helper.make_node("Transpose", [sums.output[0]], [out], name=f"{node.name}/tokens"),
+                transpose.OP, transpose.Attrs())
+    state.token_layers[out] = layer
 
 
 __all__ = ["conv_node", "conv_transpose", "gemm", "linear", "matmul"]

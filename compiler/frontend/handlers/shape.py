@@ -40,10 +40,10 @@ def flatten_node(state: ImportState, node: onnx.NodeProto) -> None:
 
 def _flatten(state: ImportState, node: onnx.NodeProto) -> None:
     """Codes flattened; a value in flight keeps flying, its constants one per element."""
-    _codes_moved(state, node, flatten.OP, flatten.Attrs())
+    codes_moved(state, node, flatten.OP, flatten.Attrs())
 
 
-def _codes_moved(state: ImportState, node: onnx.NodeProto, op, attrs) -> None:
+def codes_moved(state: ImportState, node: onnx.NodeProto, op, attrs) -> None:
     """``op``, which moves codes, on the node's input: a value in flight keeps flying, its
     constants moved with the codes (:func:`..inflight.move`)."""
     if in_flight(state, node.input[0]):
@@ -74,7 +74,7 @@ def transpose_node(state: ImportState, node: onnx.NodeProto) -> None:
     perm = list(attribute(node, "perm", []))
     if len(perm) < 3 or perm[:3] != [0, 2, 1] or perm[3:] != list(range(3, len(perm))):
         raise UnsupportedModelError(f"node '{node.name}' (Transpose): only swapping axes 1 and 2 is supported, got {perm}")
-    _codes_moved(state, node, transpose.OP, transpose.Attrs())
+    codes_moved(state, node, transpose.OP, transpose.Attrs())
 
 
 @handles("DepthToSpace")
@@ -85,7 +85,7 @@ def depth_to_space(state: ImportState, node: onnx.NodeProto) -> None:
     if mode not in ("DCR", "CRD"):
         raise UnsupportedModelError(f"node '{node.name}' (DepthToSpace): attribute mode={mode} is not DCR or CRD")
     attrs = depthtospace.Attrs(int(required_attribute(node, "blocksize")), mode == "CRD")
-    _codes_moved(state, node, depthtospace.OP, attrs)
+    codes_moved(state, node, depthtospace.OP, attrs)
 
 
 @handles("Concat")
@@ -158,7 +158,7 @@ def slice_node(state: ImportState, node: onnx.NodeProto) -> None:
     spans = [box.get(a, (0, dims[a])) for a in range(2, rank)]
     c0, c1 = box.get(1, (0, dims[1]))
     attrs = crop.Attrs(tuple(b for b, _ in spans), tuple(e - b for b, e in spans), c0, c1 - c0)
-    _codes_moved(state, node, crop.OP, attrs)
+    codes_moved(state, node, crop.OP, attrs)
 
 
 @handles("Split")

@@ -1,0 +1,54 @@
+"""``MatMul`` over a sequence of tokens, ``(N, T, C) @ (C, K)`` as in a transformer block: each
+token through the same weights, a 1x1 convolution over the tokens between two transposes that
+only relabel the buffer; a constant Add after it is its bias.  The exact reference equals the
+file run in float64 on every output, and the C-simulation equals the reference in both io
+types.  A bias after float-scaled token sums is refused in one line (its per-feature offsets
+would have to leave the channel axis)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified, refused_in_one_line
+
+TOKENS, FEATURES, OUT = 5, 6, 4
+
+
+def _tokens(path, float_weights: bool = False, bias: bool = False, second: bool = False):
+    """Quant(x (N, T, C)) -> MatMul(Quant(W)) [-> Add(b)] -> Quant [-> MatMul -> Quant]."""
+    rng = np.random.default_rng(2)
+    ws = 0.0371 if float_weights else 0.125
+    inits = [_f("s_x", 0.0625), _f("zero", 0.0), _f("b8", 8.0), _f("s_w", ws), _f("s_y", 0.125),
+             _f("w", rng.integers(-8, 8, (FEATURES, OUT)) * ws), _f("b", rng.integers(-8, 8, OUT) * 0.0625),
+             _f("w2", rng.integers(-8, 8, (OUT, 3)) * 0.125), _f("s_w2", 0.125)]
+    nodes = [_quant("x", "s_x", "zero", "b8", "xq"), _quant("w", "s_w", "zero", "b8", "wq"),
+             helper.make_node("MatMul", ["xq", "wq"], ["m"], name="tokens")]
+    if bias:
+        nodes.append(helper.make_node("Add", ["m", "b"], ["mb"], name="bias"))
+    nodes.append(_quant("mb" if bias else "m", "s_y", "zero", "b8", "h" if second else "y"))
+    if second:
+        nodes += [_quant("w2", "s_w2", "zero", "b8", "w2q"), helper.make_node("MatMul", ["h", "w2q"], ["m2"], name="m2"),
+                  _quant("m2", "s_y", "zero", "b8", "y")]
+    return _save(path, nodes, inits, [TOKENS, FEATURES], [TOKENS, 3 if second else OUT])
+
+
+@pytest.mark.parametrize("float_weights,bias,second", [(False, False, False), (False, True, False), (True, False, False),
+                                                       (False, True, True)])
+def test_matmul_over_tokens_is_exact(tmp_path, float_weights, bias, second):
+    g = _exact_and_independent(_tokens(tmp_path / "m.onnx", float_weights, bias, second), 1000)
+    convs = [n for n in g.nodes if n.op == "conv"]
+    assert len(convs) == (2 if second else 1) and (convs[0].attrs.bias is not None) == bias
+    assert g.values[g.output].shape == (TOKENS, 3 if second else OUT)
+
+
+def test_a_bias_after_float_scaled_token_sums_is_refused_in_one_line(tmp_path):
+    refused_in_one_line(_tokens(tmp_path / "m.onnx", float_weights=True, bias=True),
+                        r"node 'bias' \(Add\): constant of shape \[4\] varies over the positions of a tensor of shape")
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_matmul_over_tokens_csim_equals_reference_and_users_model(tmp_path, io_type):
+    csim_verified(_tokens(tmp_path / "m.onnx", bias=True, second=True), tmp_path / "prj", io_type, 200, TOKENS * 3)
