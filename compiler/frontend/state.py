@@ -33,11 +33,16 @@ from .values import Affine, Const, Pending, RawInput, Tensor, Value
 @dataclass
 class Deferred:
     """An op that fuses with the ``Quant`` after it: built when that Quant is read, its
-    attributes ``make(the Quant's attributes)``."""
+    attributes ``make(the Quant's attributes)``; for a Quant with one float scale ``mult *
+    2**-frac`` (zero point 0), ``make_scaled(the attributes on 2**-frac, mult)`` where the op
+    can hold such codes (None: it cannot).  ``reads_real``: its input codes carry a real scale
+    the op reads itself."""
 
     op: OpDef
     inputs: list[str]
     make: Callable[[quant.Attrs], Any]
+    make_scaled: Callable[[quant.Attrs, int], Any] | None = None
+    reads_real: bool = False
 
 
 @dataclass
@@ -176,13 +181,15 @@ class ImportState:
         self.values[out] = Tensor(out)
         return ir
 
-    def defer_to_quant(self, node: onnx.NodeProto, op: OpDef, make: Callable[[quant.Attrs], Any], why: str) -> None:
+    def defer_to_quant(self, node: onnx.NodeProto, op: OpDef, make: Callable[[quant.Attrs], Any], why: str,
+                       make_scaled: Callable[[quant.Attrs, int], Any] | None = None, reads_real: bool = False) -> None:
         """``node`` must feed exactly one Quant (else refused: ``why``); the pair becomes one
-        ``op`` node, its attributes ``make(the Quant's attributes)``, built when the Quant is read."""
+        ``op`` node, its attributes ``make(the Quant's attributes)`` (:class:`Deferred`), built
+        when the Quant is read."""
         users = self.users(node.output[0])
         if len(users) != 1 or users[0].op_type not in QUANTIZERS:
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {why}")
-        self.deferred[users[0].name] = Deferred(op, [self.tensor(node.input[0], node)], make)
+        self.deferred[users[0].name] = Deferred(op, [self.tensor(node.input[0], node)], make, make_scaled, reads_real)
         self.values[node.output[0]] = Pending(node.name)
 
     def code_scale(self, value: str) -> CodeScale:

@@ -9,6 +9,7 @@ overflow.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -82,6 +83,19 @@ class TensorType:
     @staticmethod
     def from_range(shape: tuple[int, ...], lo: int, hi: int, frac: int) -> "TensorType":
         return TensorType(tuple(int(s) for s in shape), FixedType.for_range(lo, hi, frac), int(lo), int(hi))
+
+
+def dyadic_parts(scale: Fraction) -> tuple[int, int]:
+    """``(frac, mult)`` with ``scale == mult * 2**-frac``, ``mult`` odd; ``ValueError`` when the
+    scale is no dyadic rational (every float is one)."""
+    num, den = scale.numerator, scale.denominator
+    if den & (den - 1):
+        raise ValueError(f"scale {scale} is not a dyadic rational")
+    frac = den.bit_length() - 1
+    while num % 2 == 0:
+        num //= 2
+        frac -= 1
+    return frac, num
 
 
 def dyadic_codes(values: np.ndarray, max_frac: int = 40) -> tuple[np.ndarray, int]:

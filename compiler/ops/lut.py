@@ -2,8 +2,10 @@
 
 For ONNX ``Sigmoid``/``Tanh`` (and ``HardSigmoid``, ``HardSwish``, ``Elu``, ``Selu``, ``Celu``,
 ``Softsign``, ``Softplus``, ``ThresholdedRelu``) whose output goes straight into a ``Quant``, the compiler
-computes ``table[k] = Quant(f(k * 2**-fx))`` once for every input code ``k`` in the input's
-reachable range (float64 ``f``, then the Quant's exact rounding); the onnxruntime
+computes ``table[k] = Quant(f(k * s_x))`` once for every input code ``k`` in the input's
+reachable range (float64 ``f`` of the exact input, then the Quant's exact rounding; ``s_x`` a
+power of two or a float scale ``m * 2**-f``, the output's scale likewise: its codes then carry
+it in the graph); the onnxruntime
 reference (``Gather``) and the HLS kernel (``hls_templates/lut``) read the same table.
 Domains above ``MAX_DOMAIN`` codes are refused: quantize the input first.
 """
@@ -16,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from ..ir.types import TensorType
+from ..ir.types import FixedType, TensorType
 from .base import OpDef, Trait
 from .base.extension import Extension, KernelCall, LayerConfig, Weight, elementwise_shape
 from .quant import Attrs as QuantAttrs
@@ -50,6 +52,11 @@ class Attrs:
     function: str
     out: QuantAttrs
     params: tuple[float, ...] = ()  # the function's attributes (e.g. HardSigmoid's alpha, beta)
+    #: a float-scale output quantizer: its scale is ``mult * 2**-out.out.frac`` (``mult`` odd),
+    #: the table holds its integer codes and the graph carries the scale
+    mult: int = 1
+    #: float-scaled input codes: their scale is ``in_mult * 2**-frac`` (None: the input's own grid)
+    in_scale: tuple[int, int] | None = None
 
 
 def function_table(function: str, out: QuantAttrs, lo: int, hi: int, frac: int, mult: int = 1,
@@ -64,7 +71,8 @@ def function_table(function: str, out: QuantAttrs, lo: int, hi: int, frac: int, 
 
 
 def table(attrs: Attrs, x: TensorType) -> np.ndarray:
-    return function_table(attrs.function, attrs.out, x.lo, x.hi, x.ftype.frac, params=attrs.params)
+    frac, in_mult = attrs.in_scale if attrs.in_scale is not None else (x.ftype.frac, 1)
+    return function_table(attrs.function, attrs.out, x.lo, x.hi, frac, attrs.mult, in_mult, attrs.params)
 
 
 @dataclass(frozen=True)
@@ -99,7 +107,8 @@ class Lut(OpDef[Attrs]):
                 f"node '{node}': {attrs.function} over {x.hi - x.lo + 1} input codes ({x.ftype.width} bits) is too large "
                 f"for a lookup table (max {MAX_DOMAIN}); quantize its input first")
         t = table(attrs, x)
-        return TensorType(x.shape, attrs.out.out, int(t.min()), int(t.max()))
+        out = attrs.out.out if attrs.mult == 1 else FixedType(attrs.out.out.width, 0, attrs.out.out.signed)
+        return TensorType(x.shape, out, int(t.min()), int(t.max()))
 
     def semantics(self, attrs: Attrs, xs, ins, out):
         return table(attrs, ins[0])[xs[0].astype(np.int64) - ins[0].lo]

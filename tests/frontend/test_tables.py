@@ -42,3 +42,26 @@ def test_a_nonlinearity_without_its_quant_is_refused_in_one_line(tmp_path):
 @pytest.mark.csim
 def test_table_csim_equals_reference_and_users_model(tmp_path):
     csim_verified(_table(tmp_path / "m.onnx", "HardSwish", {}), tmp_path / "prj", "io_parallel", 300, 16)
+
+
+def _float_table(path, op: str, in_scale: float, out_scale: float):
+    """Quant(x, in_scale) -> ``op`` -> Quant(out_scale): brevitas' default float-scale
+    activation quantizers around a QuantSigmoid / QuantTanh."""
+    inits = [_f("s_x", in_scale), _f("zero", 0.0), _f("b8", 8.0), _f("s_y", out_scale)]
+    nodes = [_quant("x", "s_x", "zero", "b8", "xq"), helper.make_node(op, ["xq"], ["f"], name="f"),
+             _quant("f", "s_y", "zero", "b8", "y")]
+    return _save(path, nodes, inits, [16], [16], opset=14)
+
+
+@pytest.mark.parametrize("op,in_scale,out_scale", [("Sigmoid", 0.0371, 0.00392), ("Tanh", 0.0625, 0.0079),
+                                                   ("HardSwish", 0.0213, 0.0625), ("Elu", 0.0371, 0.0213)])
+def test_a_table_between_float_scales_is_exact(tmp_path, op, in_scale, out_scale):
+    g = _exact_and_independent(_float_table(tmp_path / "m.onnx", op, in_scale, out_scale), 3000)
+    (node,) = g.nodes
+    assert node.op == "lut" and (node.attrs.mult == 1) == (out_scale == 0.0625)  # 2**-4: a grid
+    assert (node.attrs.in_scale is None) == (in_scale == 0.0625)
+
+
+@pytest.mark.csim
+def test_float_scale_table_csim_equals_reference_and_users_model(tmp_path):
+    csim_verified(_float_table(tmp_path / "m.onnx", "Sigmoid", 0.0371, 0.00392), tmp_path / "prj", "io_stream", 300, 16)

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from ...errors import UnsupportedModelError
-from ...ir.types import dyadic_codes
+from ...ir.types import dyadic_codes, dyadic_parts
 from ...exact.requant import Step
 from ...exact.rounding import Rounding
 from ...ops import OPS, Trait, leakyrelu, lut, maximum, merge, relu, rescale
@@ -155,8 +155,25 @@ def lookup_table(state: ImportState, node: onnx.NodeProto) -> None:
     if node.op_type == "Celu" and params[0] == 0:
         raise UnsupportedModelError(f"node '{node.name}' (Celu): attribute alpha=0 is not supported")
     function = node.op_type.lower()
-    state.defer_to_quant(node, lut.OP, lambda q: lut.Attrs(function, q, params),
-                         "a nonlinearity must be followed by a Quant to be exact")
+    in_scale = _table_input_scale(state, node)
+    state.defer_to_quant(node, lut.OP, lambda q: lut.Attrs(function, q, params, in_scale=in_scale),
+                         "a nonlinearity must be followed by a Quant to be exact",
+                         make_scaled=lambda q, mult: lut.Attrs(function, q, params, mult, in_scale),
+                         reads_real=in_scale is not None)
+
+
+def _table_input_scale(state: ImportState, node: onnx.NodeProto) -> tuple[int, int] | None:
+    """``(frac, mult)`` of input codes with one float scale ``mult * 2**-frac`` and zero point 0
+    (a table reads their real values itself); None for codes of their own grid.  Per-channel
+    scales or a zero point are refused in one line."""
+    x = state.values.get(node.input[0])
+    meaning = state.graph.scales.get(x.name) if isinstance(x, Tensor) else None
+    if meaning is None:
+        return None
+    if meaning.channels > 1 or meaning.zero[0] != 0 or meaning.accumulator:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): reads codes with per-channel scales, a zero "
+                                    "point or an unrounded accumulator; requantize its input per tensor first")
+    return dyadic_parts(meaning.scale[0])
 
 
 # -- arithmetic ------------------------------------------------------------------------

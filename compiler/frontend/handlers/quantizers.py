@@ -28,7 +28,7 @@ from onnx import helper
 from ...errors import UnsupportedModelError
 from ...exact.rounding import Rounding, div_round_int
 from ...ir.meaning import CodeScale
-from ...ir.types import MAX_WIDTH, FixedType, dyadic_codes, power_of_two_exponent
+from ...ir.types import MAX_WIDTH, FixedType, dyadic_codes, dyadic_parts, power_of_two_exponent
 from ...ops import quant
 from ..attributes import attribute
 from ..load import QONNX_DOMAIN
@@ -117,14 +117,30 @@ def quant_node(state: ImportState, node: onnx.NodeProto) -> None:
         quant_of_affine(state, node, as_affine(state, node.input[0], node), q)
         return
     if isinstance(x, Pending) and grid is None:
-        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): a float or per-channel scale, zero point or "
-                                    f"bipolar output after {state.deferred[node.name].op.name} is not supported")
+        _fuse_float_scale(state, node, q, bits, signed, narrow)
+        return
     attrs = quant.Attrs(FixedType(bits, grid, signed), narrow, rounding)
     if node.name in state.deferred:
         deferred = state.deferred.pop(node.name)
-        state.add(node, deferred.op, deferred.inputs, deferred.make(attrs))
+        state.add(node, deferred.op, deferred.inputs, deferred.make(attrs), reads_real=deferred.reads_real)
         return
     state.add(node, quant.OP, [state.tensor(node.input[0], node)], attrs)
+
+
+def _fuse_float_scale(state: ImportState, node: onnx.NodeProto, q: Quantizer, bits: int, signed: bool,
+                      narrow: bool) -> None:
+    """The op waiting for this Quant, with its one float scale ``mult * 2**-frac`` (zero point
+    0): the op holds the integer codes and the graph carries the scale; refused in one line
+    where the op cannot, or the scale is per channel, has a zero point or is bipolar."""
+    deferred = state.deferred[node.name]
+    if deferred.make_scaled is None or q.meaning.channels > 1 or q.zero[0] != 0 or q.bipolar:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): a float or per-channel scale, zero point or "
+                                    f"bipolar output after {deferred.op.name} is not supported")
+    frac, mult = dyadic_parts(q.scale[0])
+    state.deferred.pop(node.name)
+    attrs = quant.Attrs(FixedType(bits, frac, signed), narrow, q.rounding)
+    state.add(node, deferred.op, deferred.inputs, deferred.make_scaled(attrs, mult), reads_real=deferred.reads_real)
+    state.graph.scales[node.output[0]] = CodeScale((q.scale[0],), (Fraction(0),))
 
 
 def _per_channel(state: ImportState, node: onnx.NodeProto, x, scale: np.ndarray, zp: np.ndarray

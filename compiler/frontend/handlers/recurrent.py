@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import UnsupportedModelError
 from ...exact.rounding import Rounding
 from ...ir.meaning import CodeScale
-from ...ir.types import FixedType, dyadic_codes
+from ...ir.types import FixedType, dyadic_codes, dyadic_parts
 from ...ops import convlstm, gru, lstm, quant
 from ...ops.cells import program as cp
 from ..attributes import CONVLSTM_QUANTIZERS, GRU_QUANTIZERS, LSTM_QUANTIZERS, attribute, required_attribute
@@ -31,26 +31,13 @@ from ..state import ImportState
 from ..values import CellState, Const, Tensor, whole_number
 
 
-
-def _dyadic(scale: Fraction) -> tuple[int, int]:
-    """``(frac, mult)`` with ``scale == mult * 2**-frac``, ``mult`` odd."""
-    num, den = scale.numerator, scale.denominator
-    if den & (den - 1):
-        raise ValueError(f"scale {scale} is not a dyadic rational")
-    frac = den.bit_length() - 1
-    while num % 2 == 0:
-        num //= 2
-        frac -= 1
-    return frac, num
-
-
 def _scale(node, what: str, scale) -> tuple[int, int]:
     """``(frac, mult)`` with ``scale == mult * 2**-frac`` (``mult`` 1 for a power of two)."""
     scale = np.asarray(scale, dtype=np.float64)
     where = f"node '{node.name}' ({node.op_type}): {what} quantizer scale {scale.ravel()[:2]}"
     if scale.size != 1 or not np.isfinite(scale).all() or float(scale.ravel()[0]) <= 0:
         raise UnsupportedModelError(f"{where} is not one positive number")
-    frac, mult = _dyadic(Fraction(float(scale.ravel()[0])))
+    frac, mult = dyadic_parts(Fraction(float(scale.ravel()[0])))
     if mult >= 1 << 30:
         raise UnsupportedModelError(f"{where} has more than 30 significant bits (a float64 scale); float32 scales are supported")
     return frac, mult
@@ -216,7 +203,7 @@ def _input_scale(state, node, x) -> tuple[int, int] | None:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): its input has per-channel scales or a zero "
                                     "point; not supported")
     try:
-        frac, mult = _dyadic(scale.scale[0])
+        frac, mult = dyadic_parts(scale.scale[0])
     except ValueError:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): its input's scale {float(scale.scale[0]):.9g} is "
                                     "not a fixed-point number (quantize the input first)") from None
