@@ -3,10 +3,10 @@ and qonnx's own test suites and examples, each citing the peer test it mirrors.
 
 A :class:`Case` builds its model file (a Brevitas module exported with brevitas' own QONNX
 exporter, or an ONNX graph written with ``onnx.helper`` where the peer test writes one) into a
-folder and says what Tessera must do with it: verify it (C-simulation == exact reference ==
-the file in float64) in the io types that apply, or refuse it in one line matching
-``refusal`` where exactness is impossible.  ``tests/conformance/test_conformance.py`` runs
-every case; ``bench/conformance.py`` runs them beside hls4ml's documented QONNX flow.
+folder and the io types that apply; Tessera must verify it in each (C-simulation == exact
+reference == the file in float64): every peer model in the catalog is one Tessera computes
+exactly.  ``tests/conformance/`` runs every case; ``bench/conformance.py`` runs them beside
+hls4ml's documented QONNX flow.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ class Case:
     #: the declared type of a float input no Quant reads (the peer test feeds floats)
     input_type: str | None = None
     io_types: tuple[str, ...] = BOTH
-    #: a regex of the one-line refusal where exactness is impossible (None: must verify)
-    refusal: str | None = None
     samples: int = 200
     #: the independent executor of a file no ONNX executor runs (recurrent cells): the model
     #: file -> a ``tessera.compiler.api.Oracle`` (None: verify's own, the file in float64)

@@ -1,7 +1,6 @@
 """What every conformance test does with a case: build its model once per module, compile,
 C-simulate and verify it (C-simulation == exact reference == the user's file run in float64
-by the independent executor, on every output of every sample), or expect its one-line
-refusal.
+by the independent executor, on every output of every sample).
 
 The verified cases run in each io type they apply to, split over two modules
 (``test_conformance_parallel.py``, ``test_conformance_stream.py``) so that two test workers
@@ -18,13 +17,10 @@ from tessera.compiler.api import CompileOptions, VerifyOptions, compile_model, v
 
 from .catalog import CASES
 
-REFUSED = [c for c in CASES if c.refusal is not None]
-
-
 def verified_params(io: str) -> list:
     """The cases that verify, in ``io``: the default run's half, then the ``slow`` half."""
     params = []
-    for index, case in enumerate(c for c in CASES if c.refusal is None):
+    for index, case in enumerate(CASES):
         if io not in case.io_types:
             continue
         default_io = case.io_types[index % len(case.io_types)]
@@ -56,4 +52,4 @@ def assert_verifies(case, io: str, model, prj) -> None:
     assert report.independent.equal == report.outputs, report.verdict()
 
 
-__all__ = ["CASES", "REFUSED", "assert_verifies", "models", "verified_params"]
+__all__ = ["CASES", "assert_verifies", "models", "verified_params"]
