@@ -208,6 +208,10 @@ class Conv(LinearOp[Attrs]):
 
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
+        if hls.flat_perm(node.inputs[0]).tolist() != hls.layout_perm(x.shape, Layout.CHANNELS).tolist():
+            raise UnsupportedModelError(f"node '{node.name}': a convolution over a tensor that is not stored "
+                                        f"channels-last (its {x.shape} codes are held in another order, e.g. a "
+                                        "MatMul over the length of a 1D signal) is not supported")
         bias, btype = bias_or_zeros(attrs, attrs.weight.shape[0], out)
         native_depthwise = attrs.depthwise and attrs.ndim == 2
         # kernel layout (*kernel, c_in, c_out), as hls4ml's Conv2D and our Conv3D expect;

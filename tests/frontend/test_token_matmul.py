@@ -52,3 +52,24 @@ def test_a_bias_after_float_scaled_token_sums_is_refused_in_one_line(tmp_path):
 @pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
 def test_matmul_over_tokens_csim_equals_reference_and_users_model(tmp_path, io_type):
     csim_verified(_tokens(tmp_path / "m.onnx", bias=True, second=True), tmp_path / "prj", io_type, 200, TOKENS * 3)
+
+
+def test_a_matmul_over_the_length_of_a_signal_is_refused_at_compile_in_one_line(tmp_path):
+    """``(N, C, L) @ (L, K)`` after a Conv1D: the signal is stored channels-last, not token by
+    token, so the 1x1 convolution would read it in the wrong order: compile refuses it (the
+    C-simulation would differ from the reference on most outputs)."""
+    from tessera.compiler import api
+    from tessera.compiler.errors import UnsupportedModelError
+
+    rng = np.random.default_rng(3)
+    inits = [_f("s_x", 0.0625), _f("zero", 0.0), _f("b8", 8.0), _f("s_w", 0.125), _f("s_y", 0.125),
+             _f("wc", rng.integers(-8, 8, (3, 3, 3)) * 0.125), _f("w", rng.integers(-8, 8, (6, 4)) * 0.125)]
+    nodes = [_quant("x", "s_x", "zero", "b8", "xq"), _quant("wc", "s_w", "zero", "b8", "wcq"),
+             helper.make_node("Conv", ["xq", "wcq"], ["c"], name="conv", kernel_shape=[3], pads=[1, 1]),
+             _quant("c", "s_y", "zero", "b8", "cq"), _quant("w", "s_w", "zero", "b8", "wq"),
+             helper.make_node("MatMul", ["cq", "wq"], ["m"], name="over_length"), _quant("m", "s_y", "zero", "b8", "y")]
+    path = _save(tmp_path / "m.onnx", nodes, inits, [3, 6], [3, 4])
+    with pytest.raises(UnsupportedModelError, match=r"node 'over_length': a convolution over a tensor that is not "
+                                                     r"stored channels-last") as info:
+        api.compile_model(path, tmp_path / "prj", api.CompileOptions())
+    assert "\n" not in str(info.value) and not (tmp_path / "prj").exists()
