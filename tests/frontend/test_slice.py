@@ -84,3 +84,26 @@ def test_split_into_slices_is_exact(tmp_path, opset, sizes):
 def test_a_split_that_does_not_add_up_is_refused_in_one_line(tmp_path):
     refused_in_one_line(_split(tmp_path / "m.onnx", 13, [1, 2]),
                         r"node 'split' \(Split\): sizes \[1, 2\] along axis 1 of shape \[1, 4, 6, 6\] into 2 outputs")
+
+
+def test_bounds_that_are_not_one_pair_per_distinct_axis_are_refused_in_one_line(tmp_path):
+    refused_in_one_line(_sliced(tmp_path / "m.onnx", [1, 0], [3, 2], [1], [2, 6, 6]),
+                        r"node 'slice' \(Slice\): starts=\[1, 0\], ends=\[3, 2\] and axes=\[1\] are not one bound pair")
+
+
+def test_slice_of_opset_9_reads_its_attributes(tmp_path):
+    """Before opset 10 the bounds are attributes."""
+    inits = [_f("s_x", 0.0625), _f("zero", 0.0), _f("b8", 8.0)]
+    nodes = [_quant("x", "s_x", "zero", "b8", "xq"),
+             helper.make_node("Slice", ["xq"], ["y"], name="slice", starts=[1, 2], ends=[3, 100], axes=[1, 3])]
+    g = _exact_and_independent(_save(tmp_path / "m.onnx", nodes, inits, [4, 5, 6], [2, 5, 4], opset=9), 300)
+    assert g.values[g.output].shape == (2, 5, 4)
+
+
+def test_equal_parts_that_do_not_divide_the_axis_before_opset_18_are_refused_in_one_line(tmp_path):
+    inits = [_f("s_x", 0.0625), _f("zero", 0.0), _f("b8", 8.0)]
+    nodes = [_quant("x", "s_x", "zero", "b8", "xq"),
+             helper.make_node("Split", ["xq"], ["h1", "h2"], name="split", axis=1),
+             helper.make_node("Max", ["h1", "h2"], ["y"], name="max")]
+    refused_in_one_line(_save(tmp_path / "m.onnx", nodes, inits, [3, 4, 4], [1, 4, 4]),
+                        r"node 'split' \(Split\): sizes \[\] along axis 1 of shape \[1, 3, 4, 4\] into 2 outputs")

@@ -1,7 +1,8 @@
 """Linear ops: ``Conv`` (1D/2D/3D, grouped), ``ConvTranspose`` (1D/2D/3D), ``Gemm`` and
-``MatMul`` (of a vector, or of each token of a sequence).  Weights and biases become exact integer codes; float-scaled weights or inputs
-run on integer codes with the real constants in flight (:func:`..real.real_linear`).  A
-constant ``Add`` after one of them is its bias (``handlers/elementwise.py``)."""
+``MatMul`` (of a vector, or of each token of a sequence).  Weights and biases become exact
+integer codes; float-scaled weights or inputs run on integer codes with the real constants in
+flight (:func:`..real.real_linear`).  A constant ``Add`` after one of them is its bias
+(``handlers/elementwise.py``)."""
 
 from __future__ import annotations
 

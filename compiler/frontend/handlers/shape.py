@@ -1,6 +1,7 @@
 """Shape and data movement: ``Flatten``, ``Reshape``, ``Transpose``, ``DepthToSpace``,
-``Concat``, ``Slice`` (step 1: a crop), ``Split`` (slices), ``Gather`` (the last step of a recurrent sequence), and what passes its input on
-(``Identity``, ``Dropout`` at inference) or holds a value (``Constant``).
+``Concat``, ``Slice`` (step 1: a crop), ``Split`` (crops), ``Gather`` (the last step of a
+recurrent sequence), and what passes its input on (``Identity``, ``Dropout`` at inference) or
+holds a value (``Constant``).
 
 Codes are moved, not changed; a flatten or reshape of the raw input before its Quant gives
 the design's input the new shape."""
@@ -133,28 +134,37 @@ def _join_sequences(state: ImportState, node: onnx.NodeProto) -> None:
 
 @handles("Slice")
 def slice_node(state: ImportState, node: onnx.NodeProto) -> None:
-    """``x[:, c0:c1, a0:a1, ...]`` with step 1: a box of channels and spatial positions (the
-    ``crop`` op), codes copied; a value in flight keeps flying, each kept channel's constants
-    with it."""
+    """``x[:, c0:c1, a0:a1, ...]`` with step 1: a box of channels and spatial positions
+    (:func:`_crop`), each bound clamped to its axis as ONNX does."""
     rank = len(state.shape_of(node.input[0])) + 1
     if state.opset >= 10:
         starts, ends = (state.const(state.input_name(node, i, what), node, what).astype(np.int64).reshape(-1)
                         for i, what in ((1, "the starts"), (2, "the ends")))
         axes, steps = (state.optional_const(node, i, what) for i, what in ((3, "the axes"), (4, "the steps")))
     else:
-        starts, ends = (np.asarray(attribute(node, k), dtype=np.int64) for k in ("starts", "ends"))
+        starts, ends = (np.asarray(attribute(node, k, []), dtype=np.int64).reshape(-1) for k in ("starts", "ends"))
         axes, steps = attribute(node, "axes"), None
     axes = np.arange(len(starts)) if axes is None else np.asarray(axes, dtype=np.int64).reshape(-1) % rank
     if steps is not None and np.any(np.asarray(steps) != 1):
         raise UnsupportedModelError(f"node '{node.name}' (Slice): steps={np.asarray(steps, dtype=np.int64).tolist()} "
                                     "are not supported (only 1)")
+    if not len(starts) == len(ends) == len(axes) == len(set(axes.tolist())) or not len(axes):
+        raise UnsupportedModelError(f"node '{node.name}' (Slice): starts={starts.tolist()}, ends={ends.tolist()} and "
+                                    f"axes={axes.tolist()} are not one bound pair per distinct axis")
     dims = (1, *state.shape_of(node.input[0]))
-    box = {int(a): (int(np.clip(b + dims[a] if b < 0 else b, 0, dims[a])), int(np.clip(e + dims[a] if e < 0 else e,
-                                                                                          0, dims[a])))
-           for a, b, e in zip(axes, starts, ends)}
-    if 0 in box and box[0] != (0, 1) or any(e <= b for b, e in box.values()):
-        raise UnsupportedModelError(f"node '{node.name}' (Slice): starts={starts.tolist()}, ends={ends.tolist()} on axes "
-                                    f"{axes.tolist()} select nothing or slice the batch")
+    clamp = lambda v, a: int(np.clip(v + dims[a] if v < 0 else v, 0, dims[a]))  # noqa: E731
+    _crop(state, node, {int(a): (clamp(b, a), clamp(e, a)) for a, b, e in zip(axes, starts, ends)})
+
+
+def _crop(state: ImportState, node: onnx.NodeProto, box: dict[int, tuple[int, int]]) -> None:
+    """The node's input cut to ``box`` (ONNX axis -> [begin, end), the other axes whole): the
+    ``crop`` op, codes copied; a value in flight keeps flying, each kept channel's constants
+    with it."""
+    rank = len(state.shape_of(node.input[0])) + 1
+    dims = (1, *state.shape_of(node.input[0]))
+    if box.get(0, (0, 1)) != (0, 1) or any(e <= b for b, e in box.values()):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): the box {dict(sorted(box.items()))} selects "
+                                    "nothing or slices the batch")
     spans = [box.get(a, (0, dims[a])) for a in range(2, rank)]
     c0, c1 = box.get(1, (0, dims[1]))
     attrs = crop.Attrs(tuple(b for b, _ in spans), tuple(e - b for b, e in spans), c0, c1 - c0)
@@ -163,27 +173,24 @@ def slice_node(state: ImportState, node: onnx.NodeProto) -> None:
 
 @handles("Split")
 def split(state: ImportState, node: onnx.NodeProto) -> None:
-    """Pieces along one non-batch axis: each output a ``Slice`` of its extent (:func:`slice_node`)."""
+    """Pieces along one non-batch axis, each output a :func:`_crop` of its extent; without
+    sizes, equal parts (opset 18: the last one smaller where they do not divide the axis)."""
     rank = len(state.shape_of(node.input[0])) + 1
     axis = int(attribute(node, "axis", 0)) % rank
     dims = (1, *state.shape_of(node.input[0]))
     sizes = state.optional_const(node, 1, "the split") if state.opset >= 13 else attribute(node, "split")
-    if sizes is None:
-        n = len(node.output)
+    n = len(node.output)
+    if sizes is None and (state.opset >= 18 or dims[axis] % n == 0):
         sizes = [-(-dims[axis] // n)] * (n - 1) + [dims[axis] - (n - 1) * -(-dims[axis] // n)]
-    sizes = [int(v) for v in np.asarray(sizes, dtype=np.int64).reshape(-1)]
-    if axis == 0 or len(sizes) != len(node.output) or sum(sizes) != dims[axis] or min(sizes) < 1:
+    sizes = [int(v) for v in np.asarray(sizes if sizes is not None else [], dtype=np.int64).reshape(-1)]
+    if axis == 0 or len(sizes) != n or sum(sizes) != dims[axis] or min(sizes) < 1:
         raise UnsupportedModelError(f"node '{node.name}' (Split): sizes {sizes} along axis {axis} of shape "
-                                    f"{list(dims)} into {len(node.output)} outputs are not supported")
+                                    f"{list(dims)} into {n} outputs are not supported")
     start = 0
     for out, size in zip(node.output, sizes):
-        box = [numpy_helper.from_array(np.array([v], dtype=np.int64), f"{out}.{k}")
-               for k, v in (("start", start), ("end", start + size), ("axis", axis))]
-        for tensor in box:
-            state.values[tensor.name] = Const(numpy_helper.to_array(tensor))
-        piece = onnx.helper.make_node("Slice", [node.input[0], *(t.name for t in box)], [out], name=f"{node.name}/{out}")
         if out:
-            slice_node(state, piece)
+            piece = onnx.helper.make_node("Split", [node.input[0]], [out], name=f"{node.name}/{out}")
+            _crop(state, piece, {axis: (start, start + size)})
         start += size
 
 
