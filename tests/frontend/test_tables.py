@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 from onnx import helper
 
+from tessera.compiler import api
+from tessera.compiler.errors import ModelLoadError
+
 from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified, refused_in_one_line
 
 FUNCTIONS = [("HardSigmoid", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("Elu", {}),
@@ -65,3 +68,15 @@ def test_a_table_between_float_scales_is_exact(tmp_path, op, in_scale, out_scale
 @pytest.mark.csim
 def test_float_scale_table_csim_equals_reference_and_users_model(tmp_path):
     csim_verified(_float_table(tmp_path / "m.onnx", "Sigmoid", 0.0371, 0.00392), tmp_path / "prj", "io_stream", 300, 16)
+
+
+def test_an_operator_the_models_opset_lacks_is_refused_in_one_line(tmp_path):
+    """HardSwish exists from opset 14: a file declaring opset 13 is not a valid model."""
+    inits = [_f("s_x", 0.0625), _f("zero", 0.0), _f("b8", 8.0), _f("s_y", 0.03125)]
+    nodes = [_quant("x", "s_x", "zero", "b8", "xq"), helper.make_node("HardSwish", ["xq"], ["f"], name="f"),
+             _quant("f", "s_y", "zero", "b8", "y")]
+    path = _save(tmp_path / "m.onnx", nodes, inits, [16], [16], opset=13)
+    with pytest.raises(ModelLoadError, match=r"fails ONNX validation: No Op registered for HardSwish with "
+                                             r"domain_version of 13") as info:
+        api.load_model(path)
+    assert "\n" not in str(info.value)
