@@ -233,6 +233,7 @@ def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> l
     view of them), the library called in this process; outputs == reference."""
     import ctypes
 
+    from tessera.compiler.project import PACKED_ENTRY
     from tessera.compiler.sim.build import Builder
     from tessera.compiler.sim.csim import CSim
     from tessera.compiler.sim.objcache import ObjectCache
@@ -250,7 +251,7 @@ def flag_study(prj: Path, codes: np.ndarray, ref: np.ndarray, n: int = 200) -> l
         batch = lib.tessera_csim_batch
         batch.restype = ctypes.c_long
         batch.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3 + [ctypes.c_void_p]
-        fn = ctypes.cast(getattr(lib, f"{sim.name}_double"), ctypes.c_void_p)
+        fn = ctypes.cast(getattr(lib, PACKED_ENTRY), ctypes.c_void_p)
         y, done = np.zeros((n, n_out)), ctypes.c_long(0)
         batch(fn, x.ctypes.data, y.ctypes.data, 2, x.shape[1], n_out, ctypes.addressof(done))  # weights loaded
         ms = float("inf")

@@ -12,6 +12,7 @@ import click
 from rich.table import Table
 
 from ..compiler import api
+from ..compiler.errors import InputDataError
 from .app import (EXIT_MISMATCH, ConsoleObserver, check_output_path, handle_errors, main, out, parse_bytes, parse_reuse,
                   write_atomically)
 
@@ -66,21 +67,55 @@ def npy_bytes(array) -> bytes:
     return buf.getvalue()
 
 
+def npz_bytes(arrays: dict) -> bytes:
+    """``arrays`` (name -> array) as the bytes of an ``.npz`` file."""
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
 @main.command()
 @click.argument("project", type=click.Path(path_type=Path))
-@click.option("--input", "input_path", required=True, type=click.Path(path_type=Path), help=".npy of real-valued inputs (N, *shape).")
-@click.option("--output", "output_path", required=True, type=click.Path(path_type=Path), help=".npy to write.")
+@click.option("--input", "input_paths", required=True, multiple=True, type=click.Path(path_type=Path),
+              help=".npy of real-valued inputs (N, *shape); a model with several inputs: one --input per input in "
+                   "the model's order, or one .npz keyed by the model's input names.")
+@click.option("--output", "output_paths", required=True, multiple=True, type=click.Path(path_type=Path),
+              help=".npy to write; a model with several outputs: one --output per output in the model's order, or "
+                   "one .npz (keyed by the model's output names).")
 @click.option("--codes", is_flag=True, help="Input and output are integer codes instead of real values.")
 @click.option("--workers", type=click.IntRange(1),
               help="Worker processes running samples, or a partitioned project's blocks (default: the CPUs).")
 @handle_errors
-def emulate(project, input_path, output_path, codes, workers):
-    """Run PROJECT's g++ C-simulation on an input array (partitioned projects: every block
-    in parallel worker processes, then the tail)."""
-    check_output_path(output_path, "--output")
-    result = api.emulate(project, input_path, codes=codes, workers=workers, observer=ConsoleObserver())
-    write_atomically(output_path, npy_bytes(result))
-    out.print(f"emulated {len(result)} samples -> {output_path}", markup=False, highlight=False)
+def emulate(project, input_paths, output_paths, codes, workers):
+    """Run PROJECT's g++ C-simulation on input arrays (partitioned projects: every block in
+    parallel worker processes, then the tail)."""
+    for path in output_paths:
+        check_output_path(path, "--output")
+    names = [e.name for e in api.Manifest.read(project).outputs]
+    files = _output_files(output_paths, names)
+    inputs = input_paths[0] if len(input_paths) == 1 else list(input_paths)
+    result = api.emulate(project, inputs, codes=codes, workers=workers, observer=ConsoleObserver())
+    arrays = [result] if len(names) == 1 else result
+    if isinstance(files, Path):
+        write_atomically(files, npz_bytes(dict(zip(names, arrays))))
+    else:
+        for path, array in zip(files, arrays):
+            write_atomically(path, npy_bytes(array))
+    where = ", ".join(map(str, output_paths))
+    out.print(f"emulated {len(arrays[0])} samples -> {where}", markup=False, highlight=False)
+
+
+def _output_files(paths: tuple[Path, ...], names: list[str]) -> Path | list[Path]:
+    """Where ``emulate`` writes the outputs ``names``: one ``.npz`` for them all, or one
+    ``.npy`` each; one line when the paths do not fit the outputs."""
+    if len(paths) == 1 and paths[0].suffix == ".npz":
+        return paths[0]
+    if len(paths) != len(names):
+        raise InputDataError(f"--output: {len(paths)} paths for the model's {len(names)} outputs "
+                             f"({', '.join(names)}); give one .npy per output or one .npz")
+    return list(paths)
 
 
 def print_verify_report(rep) -> bool:
@@ -96,7 +131,8 @@ def print_verify_report(rep) -> bool:
 @click.option("--samples", type=click.IntRange(0), default=VERIFY.samples, show_default=True,
               help="Random inputs over the full input type range.")
 @click.option("--seed", type=int, default=VERIFY.seed, show_default=True)
-@click.option("--data", type=click.Path(path_type=Path), help="Also verify on these real-valued inputs (.npy).")
+@click.option("--data", type=click.Path(path_type=Path),
+              help="Also verify on these real-valued inputs (.npy; several inputs: an .npz keyed by input name).")
 @click.option("--user-samples", type=click.IntRange(0), default=VERIFY.user_samples, show_default=True,
               help="Samples on which the user's exported model is run for the agreement count (0 to skip).")
 @click.option("--expected", type=click.Path(path_type=Path),
@@ -130,11 +166,18 @@ def inspect(model, as_json, input_type):
     """Show MODEL's ops, fixed-point types, accumulator widths, MACs and requantization forms."""
     graph = api.load_model(model, input_type)
     rows = api.layer_table(graph)
-    tin = graph.values[graph.input]
+
+    def ports(which) -> list[dict]:
+        return [{"name": p.onnx_name, "shape": list(graph.values[p.value].shape),
+                 "type": graph.values[p.value].ftype.describe()} for p in which]
+
+    inputs, outputs = ports(graph.input_ports), ports(graph.output_ports)
     if as_json:
-        out.print_json(json.dumps({"input": {"shape": list(tin.shape), "type": tin.ftype.describe()}, "layers": rows}))
+        out.print_json(json.dumps({"inputs": inputs, "outputs": outputs, "layers": rows}))
         return
-    table = Table(title=f"{model}  (input {tin.shape} {tin.ftype.describe()}, sN.fF = N-bit signed with F fractional bits)")
+    said = "; ".join(f"{p['name']} {tuple(p['shape'])} {p['type']}" for p in inputs)
+    table = Table(title=f"{model}  (input{'s' if len(inputs) > 1 else ''} {said}, sN.fF = N-bit signed with F "
+                        "fractional bits)")
     for col in ("node", "op", "shape", "type", "hls type", "code range", "MACs", "form"):
         table.add_column(col, justify="right" if col == "MACs" else "left")
     for r, node in zip(rows, graph.nodes):
@@ -142,3 +185,5 @@ def inspect(model, as_json, input_type):
                       f"[{r['range'][0]}, {r['range'][1]}]", f"{r['macs']:,}", r["form"])
     out.print(table)
     out.print(f"total MACs per sample: {sum(r['macs'] for r in rows):,}")
+    if len(outputs) > 1:
+        out.print("outputs: " + "; ".join(f"{p['name']} {tuple(p['shape'])} {p['type']}" for p in outputs))

@@ -29,7 +29,7 @@ from .lower.hls4ml_lower import HlsOptions
 from .observer import SILENT, Observer
 from .ops import IoType
 from .project import Manifest
-from .samples import read_array
+from .samples import read_inputs
 from .verdict import Oracle, VerifyOptions, VerifyReport
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class CompileResult:
 
 def default_tb_samples(graph: Graph) -> int:
     """The testbench's reference samples when not given: :data:`TB_SAMPLES`, fewer for large inputs."""
-    return int(min(TB_SAMPLES, max(4, TB_VALUES // graph.values[graph.input].size)))
+    return int(min(TB_SAMPLES, max(4, TB_VALUES // sum(graph.values[v].size for v in graph.inputs))))
 
 
 def write(graph: Graph, model: PathLike, out_dir: PathLike, options: CompileOptions = CompileOptions(),
@@ -200,6 +200,10 @@ def write(graph: Graph, model: PathLike, out_dir: PathLike, options: CompileOpti
 def _partition(graph: Graph, options: CompileOptions, observer: Observer) -> Partition | None:
     """The partition ``options`` ask for (None: unpartitioned), each choice a notice."""
     grid, part = options.grid, options.part
+    if (grid is not None or options.onchip_budget is not None) and (len(graph.inputs), len(graph.outputs)) != (1, 1):
+        raise UnsupportedModelError(f"a partitioned design has one input and one output; this model has "
+                                    f"{len(graph.inputs)} inputs and {len(graph.outputs)} outputs (compile it "
+                                    "without --partition / --onchip-budget)")
     if grid == GRID_AUTO and options.onchip_budget is None:
         with observer.stage(f"choosing a block grid for {part} (estimates)"):
             grid = choose_grid(graph, part, options.io_type)
@@ -245,22 +249,22 @@ def simulation(project: PathLike, workers: int | None = None):
     return open_sim(project, workers)
 
 
-def input_codes(project: PathLike, inputs: PathLike | np.ndarray, codes: bool = False) -> np.ndarray:
-    """The design's input codes: real values (an array or a ``.npy``) through the model's
-    input quantizer, or integer codes checked against the input type's range."""
+def input_codes(project: PathLike, inputs, codes: bool = False) -> np.ndarray:
+    """The design's packed input codes (``ir.graph.pack``) from ``inputs``
+    (:func:`~.samples.read_inputs`: an array or ``.npy``; for several inputs a list, a dict by
+    input name or an ``.npz``): real values through the model's input quantizers, or integer
+    codes checked against each input type's range."""
     manifest = Manifest.read(project)
-    what = "input" if isinstance(inputs, np.ndarray) else str(inputs)
-    x = inputs if isinstance(inputs, np.ndarray) else read_array(inputs)
-    if not codes:
-        return manifest.input_quant.quantize(x, manifest.input.shape, what)
-    return manifest.input.check_codes(x, what)
+    arrays, what = read_inputs(inputs, manifest.input.names)
+    return manifest.input_codes(arrays, what) if codes else manifest.quantize_inputs(arrays, what)
 
 
-def emulate(project: PathLike, inputs: PathLike | np.ndarray, *, codes: bool = False, workers: int | None = None,
-            observer: Observer = SILENT) -> np.ndarray:
-    """The project's g++ C-simulation on ``inputs`` (partitioned projects: every block in
-    ``workers`` processes, then the tail).  Real-valued outputs, or codes with ``codes``.
-    The observer sees the build (and its line) and the samples, or block runs, as they finish."""
+def emulate(project: PathLike, inputs, *, codes: bool = False, workers: int | None = None,
+            observer: Observer = SILENT) -> np.ndarray | list[np.ndarray]:
+    """The project's g++ C-simulation on ``inputs`` (:func:`input_codes`; partitioned
+    projects: every block in ``workers`` processes, then the tail).  Real-valued outputs, or
+    codes with ``codes``: an array, or for several outputs a list in the model's order.  The
+    observer sees the build (and its line) and the samples, or block runs, as they finish."""
     sim = simulation(project, workers)
     x = input_codes(project, inputs, codes)
     with observer.stage("building the C-simulation (g++)"):
@@ -271,7 +275,9 @@ def emulate(project: PathLike, inputs: PathLike | np.ndarray, *, codes: bool = F
     label, unit = ("emulating", "samples") if total == len(x) else (f"emulating {len(x)} samples as blocks", "blocks")
     with observer.progress(label, total, unit) as advance:
         y = sim.run_codes(x, progress=advance)
-    return y if codes else sim.manifest.output.real(y)
+    outputs = sim.manifest.output
+    y = y if codes else outputs.real(y)
+    return y if len(outputs.entries) == 1 else outputs.split(y)
 
 
 def verify_project(model: PathLike, project: PathLike, options: VerifyOptions = VerifyOptions(),

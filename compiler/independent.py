@@ -28,6 +28,8 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from .errors import first_line
+from .frontend.load import RECURRENT_OPS
+from .ir.graph import pack
 from .reference.interpret import run_ir
 from .verdict import Difference, Execution, IndependentReport, NodeDifference, UndecidableSample
 
@@ -232,28 +234,35 @@ class IndependentExecutor:
     """The user's file in float64 in ONNX's reference evaluator: :meth:`run` gives its output
     for real-valued inputs, :meth:`run_all` every node's output too."""
 
-    def __init__(self, model: onnx.ModelProto, softmax: bool = False):
+    def __init__(self, model: onnx.ModelProto, softmax: bool = False, outputs: list[str] | None = None):
         self.model = float64_model(model)
         g = self.model.graph
         inits = {i.name for i in g.initializer}
-        inp = next(i for i in g.input if i.name not in inits)
-        self.input, self.output = inp.name, g.output[0].name
+        ins = [i for i in g.input if i.name not in inits]
+        self.inputs = [i.name for i in ins]
+        #: the outputs compared (by default every one; after a recurrent cell's sequence, which
+        #: is the first, the cell's last states are left out, as the design leaves them out)
+        self.outputs = list(outputs) if outputs else [o.name for o in g.output]
+        first = next((n for n in g.node if g.output[0].name in n.output), None)
+        if not outputs and first is not None and first.op_type in RECURRENT_OPS:
+            self.outputs = self.outputs[:1]
         if softmax:  # the design stops before the trailing Softmax: compare its input, the logits
-            last = next(n for n in g.node if self.output in n.output)
-            self.output = last.input[0]
-        dims = inp.type.tensor_type.shape.dim
-        self.input_dims = [d.dim_value if d.HasField("dim_value") else 0 for d in dims[1:]]
+            last = next(n for n in g.node if self.outputs[0] in n.output)
+            self.outputs = [last.input[0]]
+        self.input_dims = [[d.dim_value if d.HasField("dim_value") else 0 for d in i.type.tensor_type.shape.dim[1:]]
+                           for i in ins]
         # a batch dimension fixed to 1 (e.g. a Reshape to (1, -1)): one sample at a time
-        self.per_sample = len(dims) > 0 and dims[0].HasField("dim_value") and dims[0].dim_value == 1
+        self.per_sample = any(len(dims) > 0 and dims[0].HasField("dim_value") and dims[0].dim_value == 1
+                              for dims in (i.type.tensor_type.shape.dim for i in ins))
         self.nodes = list(g.node)
-        self.session = self._session([self.output])
+        self.session = self._session(self.outputs)
         self._all = None
 
     def _session(self, outputs: list[str]):
         from onnx.reference import ReferenceEvaluator
 
         m = self.model
-        if outputs != [self.output]:
+        if outputs != [o.name for o in m.graph.output]:
             m = copy.deepcopy(self.model)
             known = {o.name for o in m.graph.output}
             m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in outputs if n not in known)
@@ -262,13 +271,23 @@ class IndependentExecutor:
         except Exception as exc:  # noqa: BLE001 - the user's file: one line
             raise IndependentError(first_line(exc)) from None
 
-    def _evaluate(self, session, names: list[str], x: np.ndarray) -> list[np.ndarray]:
-        x = np.asarray(x, dtype=np.float64)
-        if self.input_dims and all(self.input_dims) and x[0].size == int(np.prod(self.input_dims)):
-            x = x.reshape(len(x), *self.input_dims)  # the design's input may be the model's reshaped
-        chunks = [x[i:i + 1] for i in range(len(x))] if self.per_sample else [x[i:i + 256] for i in range(0, len(x), 256)]
+    def _feeds(self, x: np.ndarray | list[np.ndarray]) -> list[np.ndarray]:
+        """Each input's float64 array (one input: ``x``; several: ``x`` is their list), in the
+        file's shape (the design's input may be the model's reshaped)."""
+        xs = [x] if len(self.inputs) == 1 else list(x)
+        feeds = []
+        for a, dims in zip(xs, self.input_dims):
+            a = np.asarray(a, dtype=np.float64)
+            if dims and all(dims) and a[0].size == int(np.prod(dims)):
+                a = a.reshape(len(a), *dims)
+            feeds.append(a)
+        return feeds
+
+    def _evaluate(self, session, names: list[str], x: np.ndarray | list[np.ndarray]) -> list[np.ndarray]:
+        feeds = self._feeds(x)
+        n, step = len(feeds[0]), 1 if self.per_sample else 256
         try:
-            outs = [session.run(names, {self.input: c}) for c in chunks]
+            outs = [session.run(names, {k: a[i:i + step] for k, a in zip(self.inputs, feeds)}) for i in range(0, n, step)]
         except Exception as exc:  # noqa: BLE001
             raise IndependentError(first_line(exc)) from None
         joined = []
@@ -278,8 +297,9 @@ class IndependentExecutor:
             joined.append(np.stack(parts) if parts[0].ndim == 0 else np.concatenate(parts))
         return joined
 
-    def run(self, x: np.ndarray) -> np.ndarray:
-        return self._evaluate(self.session, [self.output], x)[0]
+    def run(self, x: np.ndarray | list[np.ndarray]) -> np.ndarray:
+        """The compared outputs on ``x``, packed (``ir.graph.pack``)."""
+        return pack(self._evaluate(self.session, self.outputs, x))
 
     def run_all(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """The first output of every node (and the graph output) on ``x``."""
@@ -377,6 +397,27 @@ def diagnose(executor: IndependentExecutor, graph, x: np.ndarray, exact_values: 
     return out
 
 
+def output_differences(graph, theirs: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Which of the packed outputs ``theirs`` (float64 values of the user's model, ``(N,
+    values)``) differ from the exact reference's codes ``ref``: each port compared by value,
+    or for an accumulator no Quant rounds (e.g. logits), where an exact rational float64 may
+    not hold, read on the port's code grid (docs/bit-exact.md)."""
+    n = len(theirs)
+    ours = [o.reshape(n, -1) for o in graph.split_outputs(graph.output_real(ref))]
+    mine = [r.reshape(n, -1) for r in graph.split_outputs(ref)]
+    found, start = [], 0
+    for port, o, r in zip(graph.output_ports, ours, mine):
+        t = theirs[:, start:start + o.shape[1]]
+        start += o.shape[1]
+        scale = graph.scales.get(port.value)
+        if scale is not None and scale.accumulator:
+            decoded, on_grid = scale.decode(t, graph.values[port.value].shape)
+            found.append(~(on_grid.reshape(n, -1) & (decoded.reshape(n, -1) == r)))
+        else:
+            found.append(t != o)
+    return np.concatenate(found, axis=1)
+
+
 def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.ndarray,
                       unrunnable: list[str] | None = None) -> IndependentReport:
     """Run the user's ``model`` on ``codes`` (as real values) and compare with the exact
@@ -386,24 +427,18 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
         return IndependentReport(None, Execution.NO_EXECUTOR, f"no ONNX executor runs {', '.join(unrunnable)}")
     rep = IndependentReport(EXECUTOR)
     n = len(codes)
-    x = graph.input_real(codes)
     try:
-        executor = IndependentExecutor(model, softmax=graph.softmax is not None)
-        theirs = executor.run(x).reshape(n, -1)
+        executor = IndependentExecutor(model, softmax=graph.softmax is not None,
+                                       outputs=[p.onnx_name for p in graph.output_ports])
+        theirs = executor.run(graph.input_real(codes)).reshape(n, -1)
     except IndependentError as exc:
         rep.execution, rep.reason = Execution.FAILED_TO_RUN, str(exc)
         return rep
-    ours = graph.real(graph.output, ref).reshape(n, -1)
+    ours = graph.output_real(ref).reshape(n, -1)
     rep.samples, rep.outputs = n, int(ours.size)
     same_shape = theirs.shape == ours.shape
     if same_shape:
-        differ = theirs != ours
-        scale = graph.scales.get(graph.output)
-        if scale is not None and scale.accumulator:
-            # an accumulator no Quant rounds (e.g. logits): an exact rational float64 may not
-            # hold; the executor's value is read on the output's code grid (docs/bit-exact.md)
-            decoded, on_grid = scale.decode(theirs, graph.values[graph.output].shape)
-            differ = ~(on_grid.reshape(n, -1) & (decoded.reshape(n, -1) == np.asarray(ref).reshape(n, -1)))
+        differ = output_differences(graph, theirs, ref)
         rep.equal = int((~differ).sum())
         bad = np.flatnonzero(differ.any(axis=1))
         for s_, o_ in np.argwhere(differ)[:LISTED]:
@@ -416,7 +451,7 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
     diagnosed = bad[:DIAGNOSED]
     values = run_ir(graph, np.asarray(codes)[diagnosed], keep=set(graph.origin))
     exact = {v: graph.real(v, c) for v, c in values.items()}
-    for sample, found in zip(diagnosed, diagnose(executor, graph, x[diagnosed], exact)):
+    for sample, found in zip(diagnosed, diagnose(executor, graph, graph.input_real(np.asarray(codes)[diagnosed]), exact)):
         k = int(differ[sample].sum()) if same_shape else 0
         if found.undecidable and same_shape:
             rep.undecidable_outputs += k
@@ -436,4 +471,4 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
 
 
 __all__ = ["BOUNDARY_DISTANCE", "Diagnosis", "EXECUTOR", "IndependentError", "IndependentExecutor", "diagnose",
-           "float64_model", "independent_check", "qonnx_ops"]
+           "float64_model", "independent_check", "output_differences", "qonnx_ops"]

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import __version__
 from .errors import InputDataError, ProjectError, SimulationError, TesseraError
-from .ir.graph import Graph, Node
+from .ir.graph import Graph, InputPort, Node, pack, packed_shape, unpack
 from .ir.meaning import CodeScale, InputMap
 from .ir.types import FixedType
 from .lower.hls4ml_lower import HlsOptions
@@ -32,8 +32,13 @@ from .ops import quant
 
 #: The manifest's file name in a project folder.
 MANIFEST = "tessera.json"
+#: The packed entry point's source in a project folder (``tessera_packed_double``: one
+#: sample's ports packed, ``ir.graph.pack``), what the C-simulation and the testbench call.
+PORTS = "tessera_ports.cpp"
+#: ... and its symbol.
+PACKED_ENTRY = "tessera_packed_double"
 #: The manifest format this Tessera writes and reads (1: before the format was recorded).
-FORMAT = 2
+FORMAT = 3
 
 
 def sha256(path: str | Path) -> str:
@@ -61,11 +66,14 @@ class IoEntry:
     hi: int
     perm: tuple[int, ...]
     scale: CodeScale | None = None
+    #: the model file's name of this input or output
+    name: str = ""
 
     @classmethod
-    def of(cls, graph: Graph, value: str, perm: np.ndarray) -> "IoEntry":
+    def of(cls, graph: Graph, value: str, perm: np.ndarray, name: str = "") -> "IoEntry":
         t = graph.values[value]
-        return cls(tuple(t.shape), t.ftype, int(t.lo), int(t.hi), tuple(int(i) for i in perm), graph.scales.get(value))
+        return cls(tuple(t.shape), t.ftype, int(t.lo), int(t.hi), tuple(int(i) for i in perm), graph.scales.get(value),
+                   name)
 
     @property
     def size(self) -> int:
@@ -115,14 +123,70 @@ class IoEntry:
         return np.ldexp(np.asarray(codes, dtype=np.float64), -self.ftype.frac)
 
     def to_json(self) -> dict:
-        return {"shape": list(self.shape), **_fixed_json(self.ftype), "range": [self.lo, self.hi],
+        return {"name": self.name, "shape": list(self.shape), **_fixed_json(self.ftype), "range": [self.lo, self.hi],
                 "perm": list(self.perm), "scale": None if self.scale is None else self.scale.to_json()}
 
     @classmethod
     def from_json(cls, d: dict) -> "IoEntry":
         lo, hi = d["range"]
         return cls(tuple(int(s) for s in d["shape"]), _fixed(d), int(lo), int(hi), tuple(int(i) for i in d["perm"]),
-                   None if d["scale"] is None else CodeScale.from_json(d["scale"]))
+                   None if d["scale"] is None else CodeScale.from_json(d["scale"]), str(d["name"]))
+
+
+@dataclass(frozen=True)
+class IoGroup:
+    """A design's inputs (or outputs) as one packed sample (``ir.graph.pack``): one port is
+    its :class:`IoEntry` unchanged; several are each port's values side by side, in ONNX
+    order for codes and each port's hls4ml order for the bridge, port after port."""
+
+    entries: tuple[IoEntry, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return packed_shape([e.shape for e in self.entries])
+
+    @property
+    def size(self) -> int:
+        return sum(e.size for e in self.entries)
+
+    @property
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+    def split(self, codes: np.ndarray) -> list[np.ndarray]:
+        return unpack(codes, [e.shape for e in self.entries])
+
+    def _columns(self, values: np.ndarray) -> list[np.ndarray]:
+        """The bridge's ``(N, size)`` values, port by port."""
+        ends = np.cumsum([0, *(e.size for e in self.entries)])
+        values = np.asarray(values).reshape(len(values), -1)
+        return [values[:, a:b] for a, b in zip(ends[:-1], ends[1:])]
+
+    def require_shape(self, codes: np.ndarray) -> None:
+        """One line when ``codes`` is not ``(N, *shape)``."""
+        if len(self.entries) == 1:
+            return self.entries[0].require_shape(codes)
+        if codes.shape[1:] != self.shape:
+            raise InputDataError(f"packed input shape {codes.shape[1:]} does not match the {len(self.entries)} model "
+                                 f"inputs ({self.shape[0]} values per sample)")
+
+    def check_codes(self, x: np.ndarray, what: str) -> np.ndarray:
+        """Integer codes given by a user (packed), each port's within its type's reachable range."""
+        for e, c in zip(self.entries, self.split(x)):
+            e.check_codes(c, what if len(self.entries) == 1 else f"{what} ({e.name})")
+        return x
+
+    def hls_order(self, codes: np.ndarray) -> np.ndarray:
+        return np.concatenate([e.hls_order(c) for e, c in zip(self.entries, self.split(codes))], axis=1)
+
+    def to_hls(self, codes: np.ndarray) -> np.ndarray:
+        return np.concatenate([e.to_hls(c) for e, c in zip(self.entries, self.split(codes))], axis=1)
+
+    def from_hls(self, values: np.ndarray) -> np.ndarray:
+        return pack([e.from_hls(v) for e, v in zip(self.entries, self._columns(values))])
+
+    def real(self, codes: np.ndarray) -> np.ndarray:
+        return pack([e.real(c) for e, c in zip(self.entries, self.split(codes))])
 
 
 @dataclass(frozen=True)
@@ -137,9 +201,9 @@ class InputQuantEntry:
     model_shape: tuple[int, ...] | None = None
 
     @classmethod
-    def of(cls, graph: Graph) -> "InputQuantEntry":
-        model_shape = None if graph.model_input_shape is None else tuple(graph.model_input_shape)
-        return cls(graph.input_quant, graph.input_map, graph.input_type, model_shape)
+    def of(cls, graph: Graph, port: InputPort) -> "InputQuantEntry":
+        model_shape = None if port.model_shape is None else tuple(port.model_shape)
+        return cls(port.quant, port.input_map, graph.input_type, model_shape)
 
     def quantize(self, x: np.ndarray, shape: tuple[int, ...], what: str = "input") -> np.ndarray:
         """Real inputs ``(N, *shape)`` (or one sample, or the model file's shape) -> codes."""
@@ -272,9 +336,9 @@ class Manifest:
     model_file: str | None
     model_sha256: str | None
     options: HlsOptions
-    input: IoEntry
-    input_quant: InputQuantEntry
-    output: IoEntry
+    inputs: tuple[IoEntry, ...]
+    input_quants: tuple[InputQuantEntry, ...]
+    outputs: tuple[IoEntry, ...]
     layers: tuple[LayerRow, ...] = ()
     hls_layers: tuple[HlsLayerEntry, ...] = ()
     notices: tuple[str, ...] = ()
@@ -286,12 +350,50 @@ class Manifest:
     format: int = FORMAT
 
     @classmethod
-    def of(cls, graph: Graph, model_path: str | Path | None, opts: HlsOptions, input_perm: np.ndarray,
-           output_perm: np.ndarray, **rest) -> "Manifest":
-        """The manifest of ``graph`` compiled from ``model_path`` with ``opts``; ``rest``: the other fields."""
+    def of(cls, graph: Graph, model_path: str | Path | None, opts: HlsOptions, perms: dict[str, np.ndarray],
+           **rest) -> "Manifest":
+        """The manifest of ``graph`` compiled from ``model_path`` with ``opts`` (``perms``: each
+        port value's hls4ml index map); ``rest``: the other fields."""
         return cls(Path(model_path).name if model_path else None, sha256(model_path) if model_path else None, opts,
-                   IoEntry.of(graph, graph.input, input_perm), InputQuantEntry.of(graph),
-                   IoEntry.of(graph, graph.output, output_perm), **rest)
+                   tuple(IoEntry.of(graph, p.value, perms[p.value], p.onnx_name) for p in graph.input_ports),
+                   tuple(InputQuantEntry.of(graph, p) for p in graph.input_ports),
+                   tuple(IoEntry.of(graph, p.value, perms[p.value], p.onnx_name) for p in graph.output_ports), **rest)
+
+    @property
+    def input(self) -> IoGroup:
+        """The design's inputs, packed."""
+        return IoGroup(self.inputs)
+
+    @property
+    def output(self) -> IoGroup:
+        """The design's outputs, packed."""
+        return IoGroup(self.outputs)
+
+    @property
+    def declared_type(self) -> str | None:
+        """The declared type of a float input no Quant reads (``--input-type``), as given."""
+        return self.input_quants[0].declared_type
+
+    def quantize_inputs(self, xs: list[np.ndarray], what: str = "input") -> np.ndarray:
+        """Real inputs, one array per input in the model's order, through the model's input
+        quantizers -> packed codes."""
+        codes = [q.quantize(np.asarray(a), e.shape, what if len(xs) == 1 else f"{what} ({e.name})")
+                 for q, e, a in zip(self.input_quants, self.inputs, xs)]
+        if len({len(c) for c in codes}) > 1:
+            raise InputDataError(f"{what}: the inputs hold different numbers of samples "
+                                 f"({', '.join(str(len(c)) for c in codes)})")
+        return pack(codes)
+
+    def input_codes(self, xs: list[np.ndarray], what: str = "input") -> np.ndarray:
+        """Integer codes given by a user, one array per input -> packed codes, each within its
+        type's range."""
+        for e, c in zip(self.inputs, xs):
+            if len(xs) > 1:  # one input's shape is checked where the codes are run
+                e.require_shape(np.asarray(c))
+            e.check_codes(np.asarray(c), what if len(xs) == 1 else f"{what} ({e.name})")
+        if len({len(c) for c in xs}) > 1:
+            raise InputDataError(f"{what}: the inputs hold different numbers of samples")
+        return pack([np.asarray(c) for c in xs])
 
     def compiled_from(self, model_path: str | Path) -> bool:
         """Whether the project was compiled from this model file (its sha256)."""
@@ -300,8 +402,9 @@ class Manifest:
     def to_json(self) -> dict:
         return {
             "format": self.format, "tessera_version": self.tessera_version, "model_file": self.model_file,
-            "model_sha256": self.model_sha256, "options": _options_json(self.options), "input": self.input.to_json(),
-            "input_quant": self.input_quant.to_json(), "output": self.output.to_json(),
+            "model_sha256": self.model_sha256, "options": _options_json(self.options),
+            "inputs": [e.to_json() for e in self.inputs], "input_quants": [q.to_json() for q in self.input_quants],
+            "outputs": [e.to_json() for e in self.outputs],
             "layers": [r.to_json() for r in self.layers], "hls_layers": [h.to_json() for h in self.hls_layers],
             "notices": list(self.notices),
             "register_arrays": None if self.register_arrays is None else asdict(self.register_arrays),
@@ -325,8 +428,8 @@ class Manifest:
     def _from_json(cls, d: dict) -> "Manifest":
         regs, part = d["register_arrays"], d["partition"]
         return cls(
-            d["model_file"], d["model_sha256"], HlsOptions(**d["options"]), IoEntry.from_json(d["input"]),
-            InputQuantEntry.from_json(d["input_quant"]), IoEntry.from_json(d["output"]),
+            d["model_file"], d["model_sha256"], HlsOptions(**d["options"]), tuple(IoEntry.from_json(e) for e in d["inputs"]),
+            tuple(InputQuantEntry.from_json(q) for q in d["input_quants"]), tuple(IoEntry.from_json(e) for e in d["outputs"]),
             tuple(LayerRow.from_json(r) for r in d["layers"]), tuple(HlsLayerEntry.from_json(h) for h in d["hls_layers"]),
             tuple(str(n) for n in d["notices"]), None if regs is None else RegisterArrays(**regs),
             d["testbench_samples"], d["lowering_seconds"], None if part is None else PartitionEntry.from_json(part),
@@ -352,5 +455,5 @@ class Manifest:
         return path
 
 
-__all__ = ["FORMAT", "HlsLayerEntry", "InputQuantEntry", "IoEntry", "LayerRow", "MANIFEST", "Manifest",
+__all__ = ["FORMAT", "PACKED_ENTRY", "PORTS", "HlsLayerEntry", "InputQuantEntry", "IoEntry", "IoGroup", "LayerRow", "MANIFEST", "Manifest",
            "PartitionEntry", "RegisterArrays", "sha256"]

@@ -33,6 +33,13 @@ def sample_codes(t: TensorType, n: int, seed: int = 0) -> np.ndarray:
     return out
 
 
+def input_samples(graph, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` samples of a design's input codes (:func:`sample_codes` per input port, packed)."""
+    from .ir.graph import pack
+
+    return pack([sample_codes(graph.values[v], n, seed + i) for i, v in enumerate(graph.inputs)])
+
+
 def read_array(path: str | Path, what: str = "input array") -> np.ndarray:
     """The array of a ``.npy`` file (no pickles), or one line naming the file."""
     try:
@@ -44,3 +51,29 @@ def read_array(path: str | Path, what: str = "input array") -> np.ndarray:
     if not np.issubdtype(x.dtype, np.number):
         raise InputDataError(f"{what} {path} holds {x.dtype} values, not numbers")
     return x
+
+
+def read_inputs(source, names: list[str], what: str = "input") -> tuple[list[np.ndarray], str]:
+    """Arrays for the inputs ``names`` (the model's, in order) from ``source``: one array or
+    ``.npy`` (one input); a list of them, one per input in the model's order; a dict by the
+    model's input names; or an ``.npz`` archive of arrays keyed by those names.  Also says
+    where they came from; one line when they do not match the inputs."""
+    if isinstance(source, (str, Path)) and str(source).endswith(".npz"):
+        try:
+            with np.load(source, allow_pickle=False) as archive:
+                source = {k: archive[k] for k in archive.files}
+        except (OSError, ValueError, EOFError) as exc:
+            raise InputDataError(f"cannot read {what} {source}: {first_line(exc)}") from None
+    if isinstance(source, dict):
+        unknown, missing = sorted(set(source) - set(names)), [n for n in names if n not in source]
+        if unknown or missing:
+            raise InputDataError(f"{what}: arrays named {', '.join(unknown) or '(none)'} given, the model's inputs are "
+                                 f"{', '.join(names)}" + (f" (missing {', '.join(missing)})" if missing else ""))
+        return [np.asarray(source[n]) for n in names], what
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    if len(items) != len(names):
+        raise InputDataError(f"{what}: {len(items)} arrays for the model's {len(names)} inputs ({', '.join(names)})")
+    arrays = [a if isinstance(a, np.ndarray) else read_array(a, f"{what} ({n})" if len(names) > 1 else what)
+              for a, n in zip(items, names)]
+    where = ", ".join(str(a) for a in items if not isinstance(a, np.ndarray)) or what
+    return arrays, where

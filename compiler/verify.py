@@ -24,12 +24,12 @@ import numpy as np
 from .errors import InputDataError, ProjectError, first_line
 from .pipeline import compile_ir
 from .frontend.load import RECURRENT_OPS, load_onnx, normalize_domains
-from .independent import independent_check
+from .independent import independent_check, output_differences
 from .observer import SILENT, Observer
 from .project import Manifest
 from .reference.model import OrtReference, reference_model
 from .reference.interpret import run_ir
-from .samples import read_array, sample_codes
+from .samples import input_samples, read_array, read_inputs
 from .sim.partitioned import open_sim
 from .verdict import (Comparison, Difference, Execution, FrameworkReport, IndependentReport, Mismatch, Oracle, Testbench,
                       UserModelReport, VerifyOptions, VerifyReport, VerifySeconds)
@@ -55,49 +55,67 @@ def user_model_agreement(model_path: str | Path, graph, codes: np.ndarray, ref: 
         return UserModelReport(Execution.NO_EXECUTOR, reason=f"the design outputs the logits of the trailing Softmax "
                                f"'{graph.softmax}'; the independent check compares them")
     custom = any(n.domain.startswith("qonnx") or n.domain.startswith("finn") for n in model.graph.node)
-    x = graph.input_real(codes).astype(np.float32)
-    expected = graph.real(graph.output, ref).reshape(len(ref), -1).astype(np.float32)
+    x = graph.input_real(codes)
+    expected = graph.output_real(ref).reshape(len(ref), -1).astype(np.float32)
     tool = "qonnx.execute_onnx" if custom else "onnxruntime"
     try:
-        got = _run_user_model(model, x, expected.shape[1:], custom).astype(np.float32)
+        got = _run_user_model(model, x, [p.onnx_name for p in graph.output_ports], custom).astype(np.float32)
     except Exception as exc:  # noqa: BLE001 - a report about the user's model, not a verdict
         return UserModelReport(Execution.FAILED_TO_RUN, tool, f"{tool} could not run the model: {first_line(exc)}")
+    if got.shape != expected.shape:
+        return UserModelReport(Execution.FAILED_TO_RUN, tool, f"{tool} gave {got.shape[1]} values per sample, the "
+                               f"design {expected.shape[1]}")
     comparison, differ = Comparison.FLOAT32, got != expected
-    scale = graph.scales.get(graph.output)
-    if scale is not None and scale.accumulator:  # read on the output's code grid, as the independent check does
+    grid = _accumulator_columns(graph)
+    if grid.any():  # read on the output's code grid, as the independent check does
         comparison = Comparison.CODE_GRID
-        decoded, on_grid = scale.decode(got.astype(np.float64), graph.values[graph.output].shape)
-        differ = ~(on_grid.reshape(differ.shape) & (decoded.reshape(differ.shape) == ref.reshape(differ.shape)))
+        differ[:, grid] = output_differences(graph, got.astype(np.float64), ref)[:, grid]
     gap = np.abs(got.astype(np.float64) - expected.astype(np.float64))
-    return UserModelReport(Execution.RAN, tool, None, comparison, int(len(x)), int(differ.size), int(differ.sum()),
-                           float(gap.max()) if gap.size else 0.0)
+    return UserModelReport(Execution.RAN, tool, None, comparison, int(len(expected)), int(differ.size),
+                           int(differ.sum()), float(gap.max()) if gap.size else 0.0)
 
 
-def _run_user_model(model, x: np.ndarray, out_shape, custom: bool) -> np.ndarray:
-    if custom:
+def _accumulator_columns(graph) -> np.ndarray:
+    """Which packed output values are an accumulator no Quant rounds (read on its code grid)."""
+    return np.concatenate([np.full(graph.values[p.value].size, p.value in graph.scales and
+                                   graph.scales[p.value].accumulator) for p in graph.output_ports])
+
+
+def _run_user_model(model, x, outputs: list[str], custom: bool) -> np.ndarray:
+    """The model's ``outputs`` on real inputs ``x`` (one array, or one per input), one sample
+    at a time, packed."""
+    def inputs(m) -> list[str]:
+        inits = {i.name for i in m.graph.initializer}
+        return [i.name for i in m.graph.input if i.name not in inits]
+
+    names = inputs(model)
+    xs = [np.asarray(a, dtype=np.float32) for a in ([x] if len(names) == 1 else x)]
+    if custom:  # qonnx runs the cleaned model, which renames inputs and outputs in order
         from qonnx.core.modelwrapper import ModelWrapper
         from qonnx.core.onnx_exec import execute_onnx
-
         from .frontend.clean import clean
-
         wrapper = ModelWrapper(clean(model))
-        iname, oname = wrapper.model.graph.input[0].name, wrapper.model.graph.output[0].name
-        return np.stack([np.asarray(execute_onnx(wrapper, {iname: x[i : i + 1]})[oname]).reshape(out_shape) for i in range(len(x))])
-    import onnxruntime as ort
-
-    # the graph as written: ORT's optimizer fuses QuantizeLinear/DequantizeLinear pairs into
-    # 8-bit integer kernels whose results depend on the CPU (int16 saturation without VNNI)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return np.stack([s.run(None, {s.get_inputs()[0].name: x[i : i + 1]})[0].reshape(out_shape) for i in range(len(x))])
+        at = [o.name for o in model.graph.output]
+        outputs = [wrapper.model.graph.output[at.index(o)].name for o in outputs]
+        names = inputs(wrapper.model)
+        run = lambda feed: [execute_onnx(wrapper, feed)[o] for o in outputs]  # noqa: E731
+    else:
+        import onnxruntime as ort
+        # the graph as written: ORT's optimizer fuses QuantizeLinear/DequantizeLinear pairs into
+        # 8-bit integer kernels whose results depend on the CPU (int16 saturation without VNNI)
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        run = lambda feed: session.run(outputs, feed)  # noqa: E731
+    rows = [run({k: a[i : i + 1] for k, a in zip(names, xs)}) for i in range(len(xs[0]))]
+    return np.stack([np.concatenate([np.asarray(v).reshape(-1) for v in row]) for row in rows])
 
 
 def framework_agreement(expected: np.ndarray, ref_data: np.ndarray, graph, what: str = "--expected") -> FrameworkReport:
     """Outputs of the training framework (``expected``: real values, one row per --data
     sample) that differ from the exact reference."""
     y = expected.astype(np.float64)
-    want = graph.real(graph.output, ref_data).reshape(ref_data.shape)
+    want = graph.output_real(ref_data).reshape(ref_data.shape)
     if y.size != want.size or len(y) != len(want):
         raise InputDataError(f"{what}: {y.shape} does not match the reference outputs on --data {want.shape}")
     differ = y.reshape(want.shape) != want
@@ -106,8 +124,10 @@ def framework_agreement(expected: np.ndarray, ref_data: np.ndarray, graph, what:
 
 
 def load_inputs(path: str | Path, manifest: Manifest) -> np.ndarray:
-    """Real-valued inputs from .npy -> codes with the model's input Quant."""
-    return manifest.input_quant.quantize(read_array(path), manifest.input.shape, str(path))
+    """Real-valued inputs (a .npy, or for several inputs an .npz keyed by the model's input
+    names) -> codes with the model's input quantizers."""
+    arrays, where = read_inputs(path, manifest.input.names, "--data")
+    return manifest.quantize_inputs(arrays, where)
 
 
 def _framework_as_independent(framework: FrameworkReport, n_data: int, n_random: int,
@@ -124,7 +144,7 @@ def _oracle_as_independent(oracle: Oracle, graph, codes: np.ndarray, ref: np.nda
     """A caller's executor of the user's model as the independent check, on every sample."""
     n = len(codes)
     theirs = np.asarray(oracle.run(graph.input_real(codes)), dtype=np.float64).reshape(n, -1)
-    ours = graph.real(graph.output, ref).reshape(n, -1)
+    ours = graph.output_real(ref).reshape(n, -1)
     rep = IndependentReport(oracle.name, samples=n, outputs=int(ours.size))
     if theirs.shape != ours.shape:
         rep.differing_outputs = rep.outputs
@@ -171,8 +191,8 @@ def verify(model_path: str | Path, prj: str | Path, options: VerifyOptions = Ver
     if not manifest.compiled_from(model_path):
         raise ProjectError(f"{prj} was compiled from a different model than {model_path} (sha256 differs)")
     with observer.stage("reading and typing the model"):
-        graph = compile_ir(model_path, manifest.input_quant.declared_type)
-        codes = sample_codes(graph.values[graph.input], options.samples, seed=options.seed)
+        graph = compile_ir(model_path, manifest.declared_type)
+        codes = input_samples(graph, options.samples, seed=options.seed)
         n_random = len(codes)
         if options.data is not None:
             codes = np.concatenate([codes, load_inputs(options.data, manifest)])

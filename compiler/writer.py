@@ -25,22 +25,53 @@ from ..hls_templates import Fields, path as template_path, render
 from .errors import ProjectError
 from .ir.graph import Graph
 from .lower.hls4ml_lower import HlsOptions, lower_to_hls4ml
-from .project import HlsLayerEntry, LayerRow, Manifest, RegisterArrays
+from .project import PORTS, HlsLayerEntry, IoGroup, LayerRow, Manifest, RegisterArrays
 from .reference.model import OrtReference, reference_model
-from .samples import sample_codes
+from .samples import input_samples
 
 
 @dataclasses.dataclass(frozen=True)
 class ExactTestbench(Fields):
-    """The project's exact testbench: its firmware's name, the sizes of a sample's input and
-    output and their fracs (codes <-> the bridge's doubles)."""
+    """The project's exact testbench: its firmware's name, and per input and output port
+    (comma-separated, in port order) its values per sample and fractional bits (codes <->
+    the bridge's doubles)."""
 
     template: ClassVar[str] = "testbench/tessera_tb.cpp.tpl"
     project: str
-    n_in: int
-    n_out: int
-    in_frac: int
-    out_frac: int
+    in_ports: int
+    in_sizes: str
+    in_fracs: str
+    out_ports: int
+    out_sizes: str
+    out_fracs: str
+
+    @classmethod
+    def of(cls, project: str, inputs: IoGroup, outputs: IoGroup) -> "ExactTestbench":
+        def each(group: IoGroup, what) -> str:
+            return ", ".join(str(what(e)) for e in group.entries)
+
+        return cls(project, len(inputs.entries), each(inputs, lambda e: e.size), each(inputs, lambda e: e.ftype.frac),
+                   len(outputs.entries), each(outputs, lambda e: e.size), each(outputs, lambda e: e.ftype.frac))
+
+
+@dataclasses.dataclass(frozen=True)
+class PackedEntry(Fields):
+    """The packed entry point: the bridge's parameters, and its arguments cut from one
+    sample's packed inputs ``x`` and outputs ``y``."""
+
+    template: ClassVar[str] = "sim/tessera_ports.cpp.tpl"
+    project: str
+    parameters: str
+    arguments: str
+
+    @classmethod
+    def of(cls, project: str, inputs: IoGroup, outputs: IoGroup) -> "PackedEntry":
+        def cuts(name: str, group: IoGroup) -> list[str]:
+            starts = np.cumsum([0, *(e.size for e in group.entries)])[:-1]
+            return [f"{name} + {int(a)}" for a in starts]
+
+        ports = len(inputs.entries) + len(outputs.entries)
+        return cls(project, ", ".join(["double *"] * ports), ", ".join(cuts("x", inputs) + cuts("y", outputs)))
 
 
 def layer_table(graph: Graph) -> list[dict]:
@@ -107,10 +138,10 @@ def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Pa
 
         ref_model = reference_model(graph)
         onnx.save(ref_model, tmp / "reference.onnx")
-        codes = sample_codes(graph.values[graph.input], tb_samples, seed=1234)
+        codes = input_samples(graph, tb_samples, seed=1234)
         expected = OrtReference(ref_model).run(codes)
         n = len(codes)
-        head = Manifest.of(graph, model_path, opts, lowering.perm[graph.input], lowering.perm[graph.output])
+        head = Manifest.of(graph, model_path, opts, lowering.perm)
         tb = tmp / "tb_data"
         tb.mkdir(exist_ok=True)
         np.savetxt(tb / "tessera_input_codes.txt", head.input.hls_order(codes), fmt="%d")
@@ -118,9 +149,8 @@ def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Pa
         # hls4ml's own testbench (used by Vitis HLS csim) reads real values.
         np.savetxt(tb / "tb_input_features.dat", head.input.to_hls(codes), fmt="%.17g")
         np.savetxt(tb / "tb_output_predictions.dat", head.output.to_hls(expected), fmt="%.17g")
-        (tmp / "tessera_tb.cpp").write_text(render(ExactTestbench(
-            project=opts.project_name, n_in=head.input.size, n_out=head.output.size, in_frac=head.input.ftype.frac,
-            out_frac=head.output.ftype.frac)))
+        (tmp / "tessera_tb.cpp").write_text(render(ExactTestbench.of(opts.project_name, head.input, head.output)))
+        (tmp / PORTS).write_text(render(PackedEntry.of(opts.project_name, head.input, head.output)))
         script = tmp / "build_tessera_tb.sh"
         script.write_text(template_path("testbench/build_tessera_tb.sh").read_text())
         script.chmod(0o755)

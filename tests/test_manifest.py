@@ -32,7 +32,7 @@ def test_a_compiled_projects_manifest_round_trips(tmp_path, make_qonnx_mlp, scal
     assert m.to_json() == written and Manifest.from_json(m.to_json()) == m
     assert m.format == FORMAT and m.model_sha256 == sha256(model) and m.compiled_from(model) and m.partition is None
     assert m.options.io_type == IoType.STREAM and m.input.shape == (6,) and m.output.shape == (4,)
-    assert (m.input_quant.input_map is not None) == bool(scales)
+    assert (m.input_quants[0].input_map is not None) == bool(scales)
     assert [r.node for r in m.layers] == [n.name for n in api.load_model(model).nodes] and m.hls_layers
     assert m.testbench_samples == 4 and m.register_arrays is not None
     part = PartitionEntry("overlap", (2, 1, 1), "v3", {"0123abcd": "kernels/k0", "4567ef01": "kernels/k1"}, "tail",
@@ -59,7 +59,7 @@ def test_the_io_encodings_are_exact_and_inverse():
 
 def _project(tmp_path):
     graph = one_op_graph(full_range(8, 0, True, (4,)), ("relu", relu.Attrs()))
-    m = Manifest.of(graph, None, HlsOptions(), np.arange(4), np.arange(4))
+    m = Manifest.of(graph, None, HlsOptions(), {graph.input: np.arange(4), graph.output: np.arange(4)})
     prj = tmp_path / "prj"
     prj.mkdir()
     m.write(prj)
@@ -77,8 +77,8 @@ def _newer(raw):
 
 
 def _incomplete(raw):
-    raw.pop("output")
-    return raw, f"has a corrupt {MANIFEST} (KeyError: 'output')"
+    raw.pop("outputs")
+    return raw, f"has a corrupt {MANIFEST} (KeyError: 'outputs')"
 
 
 @pytest.mark.parametrize("change", [_older, _newer, _incomplete])

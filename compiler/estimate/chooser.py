@@ -112,6 +112,8 @@ def partitionable(graph: Graph) -> bool:
     """A leading 3D spatial segment (what ``tessera compile --partition`` cuts into AxBxC
     blocks) with at least one op whose output pixels read a neighbourhood (window or
     scatter): a segment without one has nothing to tile."""
+    if (len(graph.inputs), len(graph.outputs)) != (1, 1):
+        return False
     try:
         value = segment_output(graph)
     except UnsupportedModelError:

@@ -17,30 +17,40 @@ import onnx
 from onnx import numpy_helper
 
 from ..errors import UnsupportedModelError
-from ..ir.graph import Graph
+from ..ir.graph import Graph, OutputPort
 from ..exact.rounding import Rounding
 from ..ir.types import MAX_ELEMENTS
 from ..ops import quant
 from . import handlers  # noqa: F401 - fills the handler table
 from .attributes import check_attributes
 from .clean import clean
-from .load import RECURRENT_OPS, input_datatype, normalize_domains, parse_input_type
+from .load import RECURRENT_OPS, input_datatypes, normalize_domains, parse_input_type
 from .real import affine_output
 from .registry import handler_for
 from .state import ImportState
 from .values import Affine, Const, RawInput, Tensor
 
 
-def _ancestors(g: onnx.GraphProto, value: str) -> set[str]:
-    """Names of the nodes that ``value`` depends on."""
+def _ancestors(g: onnx.GraphProto, values: list[str]) -> set[str]:
+    """Names of the nodes that ``values`` depend on."""
     producers = {o: n for n in g.node for o in n.output}
-    live, todo = set(), [value]
+    live, todo = set(), list(values)
     while todo:
         n = producers.get(todo.pop())
         if n is not None and n.name not in live:
             live.add(n.name)
             todo.extend(i for i in n.input if i)
     return live
+
+
+def _design_outputs(g: onnx.GraphProto) -> list[str]:
+    """The graph outputs the design computes: every one, except that a recurrent cell's graph
+    may also output its last states (h, c) after its sequence, which the design leaves out."""
+    producers = {o: n for n in g.node for o in n.output}
+    first = producers.get(g.output[0].name) if g.output else None
+    if first is not None and first.op_type in RECURRENT_OPS:
+        return [g.output[0].name]
+    return [o.name for o in g.output]
 
 
 def _input_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...]:
@@ -53,34 +63,29 @@ def _input_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...]:
     return tuple(int(d) for d in dims[1:])
 
 
-def start(model: onnx.ModelProto, datatype: str | None, input_type: str | None) -> ImportState:
-    """The state before the walk: constants, the raw input, the nodes the output depends on."""
+def start(model: onnx.ModelProto, datatypes: dict[str, str], input_type: str | None) -> ImportState:
+    """The state before the walk: constants, the raw inputs, the nodes the outputs depend on."""
     g = model.graph
     inits = {i.name for i in g.initializer}
     real_inputs = [i for i in g.input if i.name not in inits]
-    producers = {o: n for n in g.node for o in n.output}
-    first = producers.get(g.output[0].name) if g.output else None
-    recurrent_out = first is not None and first.op_type in RECURRENT_OPS
-    if len(real_inputs) != 1 or (len(g.output) != 1 and not recurrent_out):
-        raise UnsupportedModelError(
-            f"the model has {len(real_inputs)} inputs and {len(g.output)} outputs; one of each is supported")
-    onnx_input = real_inputs[0]
-    shape = _input_shape(onnx_input)
+    if not real_inputs or not g.output:
+        raise UnsupportedModelError(f"the model has {len(real_inputs)} inputs and {len(g.output)} outputs; a design "
+                                    "needs at least one of each")
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    graph = Graph(input="", output="", onnx_input=onnx_input.name, onnx_output=g.output[0].name)
+    graph = Graph()
     graph.input_type = input_type
     values = {i.name: Const(numpy_helper.to_array(i).astype(np.float64)) for i in g.initializer}
-    values[onnx_input.name] = RawInput(shape)
-    # a recurrent cell's graph may also output its last states (h, c): the compiled design
-    # outputs the first graph output; nodes that only feed the others are skipped
-    return ImportState(model=model, opset=opset, graph=graph, values=values, live=_ancestors(g, g.output[0].name),
-                       onnx_input=onnx_input, input_shape=shape, input_datatype=datatype,
-                       input_type=parse_input_type(input_type) if input_type else None,
-                       dropped_outputs=[o.name for o in g.output[1:]])
+    for vi in real_inputs:
+        shape = _input_shape(vi)
+        values[vi.name] = RawInput(shape, source=vi.name, model_shape=shape)
+    outputs = _design_outputs(g)
+    return ImportState(model=model, opset=opset, graph=graph, values=values, live=_ancestors(g, outputs),
+                       input_datatypes=datatypes, input_type=parse_input_type(input_type) if input_type else None,
+                       dropped_outputs=[o.name for o in g.output if o.name not in outputs])
 
 
 def walk(state: ImportState) -> Graph:
-    """Every live node through its handler; then the graph output."""
+    """Every live node through its handler; then the design's ports, in the file's order."""
     for node in state.model.graph.node:
         if node.name not in state.live:
             continue
@@ -89,36 +94,56 @@ def walk(state: ImportState) -> Graph:
         if handler is None:
             raise UnsupportedModelError(f"unsupported op '{node.op_type}' (node '{node.name}')")
         handler(state, node)
-    output = state.model.graph.output[0].name
-    if not state.graph.input:
-        raw = next(name for name, v in state.values.items() if isinstance(v, RawInput))
-        raise UnsupportedModelError(f"graph input '{raw}' is never quantized (no Quant node reads it)")
-    out = state.values.get(output)
-    if isinstance(out, Affine):
-        out = Tensor(affine_output(state, out))
-    if not isinstance(out, Tensor):
-        raise UnsupportedModelError(f"graph output '{output}' is not computed from the input")
-    state.graph.output = _own_port(state, output, out.name)
+    order = [i.name for i in state.model.graph.input]
+    ported = {p.onnx_name for p in state.graph.input_ports}
+    unread = [name for name in order if isinstance(state.values.get(name), RawInput) and name not in ported]
+    if unread:
+        raise UnsupportedModelError(f"graph input '{unread[0]}' is never quantized (no Quant node reads it"
+                                    f"{' on the way to an output' if state.graph.input_ports else ''})")
+    state.graph.input_ports.sort(key=lambda p: order.index(p.onnx_name))
+    for output in (o.name for o in state.model.graph.output if o.name not in state.dropped_outputs):
+        out = state.values.get(output)
+        if isinstance(out, Affine):
+            out = Tensor(affine_output(state, out))
+        if not isinstance(out, Tensor):
+            raise UnsupportedModelError(f"graph output '{output}' is not computed from the input")
+        state.graph.output_ports.append(OutputPort(_own_port(state, output, out.name), output))
     return state.graph
 
 
 def _own_port(state: ImportState, output: str, value: str) -> str:
-    """The design's output port of ``value``: itself, or where it is the design's input (a
-    model that is one quantizer: FINN's QuantHardTanh) a copy of it, so that the top function's
-    input and output are two arrays."""
-    if value != state.graph.input:
+    """The design's output port of ``value``: itself, or where it is a design input (a model
+    that is one quantizer: FINN's QuantHardTanh) or already another output, a copy of it, so
+    that every port of the top function is its own array."""
+    if value not in state.graph.inputs and value not in state.graph.outputs:
         return value
     node = next(n for n in state.model.graph.node if output in n.output)
     t = state.graph.values[value]
+    part = "copy" if value not in state.graph.outputs else f"copy_{output}"
     return state.add(node, quant.OP, [value], quant.Attrs(t.ftype, False, Rounding.ROUND), keeps_scale=True,
-                     part="copy").output
+                     part=part).output
 
 
 def import_model(model: onnx.ModelProto, input_type: str | None = None) -> Graph:
     """Cleaned QONNX/QCDQ model -> untyped-node IR (input typed; run passes to type the rest).
-    ``input_type``: the declared type of a float input that no Quant reads."""
+    ``input_type``: the declared type of a float input that no Quant reads.  The ports keep
+    the file's input and output names (the clean-up renames them, in order)."""
     model = normalize_domains(model)
-    return walk(start(clean(model), input_datatype(model), input_type))
+    cleaned = clean(model)
+    renamed = {b.name: a.name for b, a in zip(_real_inputs(model), _real_inputs(cleaned))}
+    datatypes = {renamed.get(k, k): v for k, v in input_datatypes(model).items()}
+    graph = walk(start(cleaned, datatypes, input_type))
+    for ports, before, after in ((graph.input_ports, _real_inputs(model), _real_inputs(cleaned)),
+                                 (graph.output_ports, model.graph.output, cleaned.graph.output)):
+        names = {b.name: a.name for a, b in zip(before, after)}
+        for port in ports:
+            port.onnx_name = names.get(port.onnx_name, port.onnx_name)
+    return graph
+
+
+def _real_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
 
 
 __all__ = ["import_model", "start", "walk"]

@@ -41,14 +41,16 @@ def datatype_range(name: str) -> tuple[int, int] | None:
     return None
 
 
-def input_datatype(model: onnx.ModelProto) -> str | None:
-    """The graph input's ``finn_datatype`` annotation (None without one)."""
+def input_datatypes(model: onnx.ModelProto) -> dict[str, str]:
+    """The graph inputs' ``finn_datatype`` annotations, by input name."""
     inits = {i.name for i in model.graph.initializer}
-    inputs = [i.name for i in model.graph.input if i.name not in inits]
+    inputs = {i.name for i in model.graph.input if i.name not in inits}
+    found = {}
     for a in model.graph.quantization_annotation:
-        if inputs and a.tensor_name == inputs[0]:
-            return next((p.value for p in a.quant_parameter_tensor_names if p.key == "finn_datatype"), None)
-    return None
+        dt = next((p.value for p in a.quant_parameter_tensor_names if p.key == "finn_datatype"), None)
+        if a.tensor_name in inputs and dt is not None:
+            found[a.tensor_name] = dt
+    return found
 
 
 def parse_input_type(text: str) -> FixedType:

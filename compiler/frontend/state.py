@@ -19,7 +19,7 @@ import onnx
 from ..errors import UnsupportedModelError
 from ..exact.requant import Step
 from ..exact.rounding import Rounding
-from ..ir.graph import Graph, Node
+from ..ir.graph import Graph, InputPort, Node
 from ..ir.meaning import CodeScale, InputMap
 from ..ir.types import FixedType, TensorType, bits_for_range
 from ..ops import OPS, Trait, quant
@@ -56,11 +56,8 @@ class ImportState:
     values: dict[str, Value]
     #: names of the nodes the graph output depends on (the others are skipped)
     live: set[str]
-    #: the graph input's ONNX value info, and its per-sample shape as the file declares it
-    onnx_input: onnx.ValueInfoProto
-    input_shape: tuple[int, ...]
-    #: the input's ``finn_datatype`` annotation, and the declared ``--input-type``
-    input_datatype: str | None = None
+    #: the graph inputs' ``finn_datatype`` annotations by input name, and the declared ``--input-type``
+    input_datatypes: dict[str, str] = field(default_factory=dict)
     input_type: FixedType | None = None
     #: Quant node name -> the op waiting to fuse with it
     deferred: dict[str, Deferred] = field(default_factory=dict)
@@ -129,7 +126,7 @@ class ImportState:
         """The IR value ``name`` stands for; the raw input is typed here when an annotation or
         ``--input-type`` says what it holds, refused otherwise."""
         v = self.values.get(name)
-        if isinstance(v, RawInput) and (self.input_datatype or self.input_type):
+        if isinstance(v, RawInput) and (v.source in self.input_datatypes or self.input_type):
             self.type_input(name, v, node)
             v = self.values.get(name)
         if isinstance(v, RawInput):
@@ -206,22 +203,20 @@ class ImportState:
     # -- the design's input --------------------------------------------------------------
     def _install_input(self, name: str, raw: RawInput, attrs: quant.Attrs, lo: int, hi: int,
                        input_map: InputMap | None, scale: CodeScale | None) -> None:
-        if self.graph.input:
-            first = self.graph.input
-            if (self.graph.input_quant, self.graph.input_map, self.graph.scales.get(first), self.graph.values[first]) == \
+        port = next((p for p in self.graph.input_ports if p.onnx_name == raw.source), None)
+        if port is not None:
+            first = port.value
+            if (port.quant, port.input_map, self.graph.scales.get(first), self.graph.values[first]) == \
                     (attrs, input_map, scale, TensorType(raw.shape, attrs.out, lo, hi)):
                 self.values[name] = Tensor(first)  # the same quantizer again (one per branch): the same codes
                 return
-            raise UnsupportedModelError(f"the graph input is quantized twice, differently (again as '{name}'); one "
-                                        "input quantizer is supported")
-        self.graph.input = name
-        self.graph.input_quant = attrs
-        self.graph.input_map = input_map
+            raise UnsupportedModelError(f"graph input '{raw.source}' is quantized twice, differently (again as "
+                                        f"'{name}'); one quantizer per input is supported")
+        self.graph.input_ports.append(InputPort(name, raw.source, attrs, input_map,
+                                                raw.model_shape if raw.reshaped else None))
         self.graph.values[name] = TensorType(raw.shape, attrs.out, lo, hi)
         if scale is not None:
             self.graph.scales[name] = scale
-        if raw.reshaped:
-            self.graph.model_input_shape = self.input_shape
         self.values[name] = Tensor(name)
 
     def quantize_input(self, node: onnx.NodeProto, raw: RawInput, scale: Fraction, zero: Fraction, bits: int,
@@ -267,7 +262,7 @@ class ImportState:
                                 InputMap(step, t.min_code, t.max_code) if raw.preprocessed else None,
                                 meaning if raw.preprocessed else None)
             return
-        rng = datatype_range(self.input_datatype or "")
+        rng = datatype_range(self.input_datatypes.get(raw.source, ""))
         if rng is None:
             return
         lo, hi = rng

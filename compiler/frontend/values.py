@@ -40,12 +40,15 @@ class Const:
 
 @dataclass(frozen=True)
 class RawInput:
-    """The graph input (real data) before its first ``Quant``: ``real = mul_c * x + add_c``,
+    """A graph input (real data) before its first ``Quant``: ``real = mul_c * x + add_c``,
     one factor and term for every element or one per channel (axis 0 of a sample, e.g. a
     mean / std normalization), clipped to ``[lo, hi]`` (None: unbounded), of per-sample
-    ``shape`` (a Flatten / Reshape before the Quant changes it: ``reshaped``)."""
+    ``shape`` (a Flatten / Reshape before the Quant changes it: ``reshaped``; the file's
+    shape is ``model_shape``); ``source``: the model file's input name."""
 
     shape: tuple[int, ...]
+    source: str = "x"
+    model_shape: tuple[int, ...] = ()
     mul: tuple[Fraction, ...] = (Fraction(1),)
     add: tuple[Fraction, ...] = (Fraction(0),)
     lo: Fraction | None = None

@@ -49,11 +49,12 @@ class SizeDecision:
 
 
 def partitioned_arrays(graph: Graph, io_type: IoType) -> list[RegisterArray]:
-    """Arrays an io_parallel project completely partitions: the input and every output."""
+    """Arrays an io_parallel project completely partitions: the inputs and every output."""
     if IoType(io_type) != IoType.PARALLEL:
         return []
-    tin = graph.values[graph.input]
-    out = [RegisterArray("input", tin.size, tin.size * tin.ftype.width)]
+    ins = [graph.values[v] for v in graph.inputs]
+    out = [RegisterArray("input" if len(ins) == 1 else f"input {k}", t.size, t.size * t.ftype.width)
+           for k, t in enumerate(ins)]
     for node in graph.nodes:
         t = graph.values[node.output]
         out.append(RegisterArray(node.name, t.size, t.size * t.ftype.width))

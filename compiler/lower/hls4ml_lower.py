@@ -128,24 +128,34 @@ class HlsLowering:
         self.perm[node.output] = perm
 
     def run(self) -> None:
-        tin = self.graph.values[self.graph.input]
-        layout = self.input_layout()
-        # a (C, W) input of a 1D window op (Conv1D, pooling) is stored channels-last, (W, C)
-        signal = len(tin.shape) == 2 and layout == Layout.CHANNELS and self.reaches_window(self.graph.input)
-        shape = [tin.shape[1], tin.shape[0]] if signal else hls_shape(tin.shape, layout)
-        self.layers.append({"class_name": "InputLayer", "name": "x_in", "input_shape": shape})
-        self.precisions["x_in"] = {"Precision": {"result": held_type(tin.ftype).hls()}}
-        self.held[self.graph.input] = held_type(tin.ftype).hls()
-        self.layer_of[self.graph.input] = "x_in"
-        if layout == Layout.SEQUENCE and len(tin.shape) == 4:
-            self.perm[self.graph.input] = sequence_perm(tin.shape)
-        else:
-            self.perm[self.graph.input] = channels_last_perm(tin.shape) if len(tin.shape) > 2 or signal else \
-                np.arange(tin.size)
+        for value, name in zip(self.graph.inputs, self.input_layers()):
+            self.add_input(value, name)
         for node in self.graph.nodes:
             ins = [self.graph.values[v] for v in node.inputs]
             OPS[node.op].lower(node.attrs, self, node, ins, self.graph.values[node.output])
-        hls_shape(self.graph.values[self.graph.output].shape)
+        for value in self.graph.outputs:
+            hls_shape(self.graph.values[value].shape)
+
+    def input_layers(self) -> list[str]:
+        """The hls4ml input layers (the top function's input arguments), in port order."""
+        n = len(self.graph.inputs)
+        return ["x_in"] if n == 1 else [f"x_in_{k}" for k in range(n)]
+
+    def add_input(self, value: str, name: str) -> None:
+        """One design input as hls4ml input layer ``name``, stored as its first reader wants."""
+        tin = self.graph.values[value]
+        layout = self.input_layout(value)
+        # a (C, W) input of a 1D window op (Conv1D, pooling) is stored channels-last, (W, C)
+        signal = len(tin.shape) == 2 and layout == Layout.CHANNELS and self.reaches_window(value)
+        shape = [tin.shape[1], tin.shape[0]] if signal else hls_shape(tin.shape, layout)
+        self.layers.append({"class_name": "InputLayer", "name": name, "input_shape": shape})
+        self.precisions[name] = {"Precision": {"result": held_type(tin.ftype).hls()}}
+        self.held[value] = held_type(tin.ftype).hls()
+        self.layer_of[value] = name
+        if layout == Layout.SEQUENCE and len(tin.shape) == 4:
+            self.perm[value] = sequence_perm(tin.shape)
+        else:
+            self.perm[value] = channels_last_perm(tin.shape) if len(tin.shape) > 2 or signal else np.arange(tin.size)
 
     def reaches_window(self, value: str) -> bool:
         """Whether ``value`` feeds a window or scatter op (through elementwise ops) on any of its
@@ -157,10 +167,9 @@ class HlsLowering:
                 return True
         return False
 
-    def input_layout(self) -> Layout:
-        """SEQUENCE when the input feeds a sequence op (through elementwise ops), so that a
-        (T, C, H, W) input is stored frame by frame."""
-        value = self.graph.input
+    def input_layout(self, value: str) -> Layout:
+        """SEQUENCE when the input ``value`` feeds a sequence op (through elementwise ops), so
+        that a (T, C, H, W) input is stored frame by frame."""
         while True:
             users = self.graph.consumers(value)
             if len(users) != 1:
@@ -201,10 +210,14 @@ def lower_to_hls4ml(graph: Graph, opts: HlsOptions, output_dir: str):
     register()
     lowering = HlsLowering(graph, opts)
     lowering.run()
-    outputs = [lowering.layer_of[graph.output]]
+    outputs = [lowering.layer_of[v] for v in graph.outputs]
+    if len(set(outputs)) != len(outputs):
+        raise UnsupportedModelError("two outputs of the design are one hls4ml tensor (a reshape of the other); "
+                                    "not supported")
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        model = ModelGraph.from_layer_list(lowering.config(output_dir), lowering.layers, ["x_in"], outputs)
+        model = ModelGraph.from_layer_list(lowering.config(output_dir), lowering.layers, lowering.input_layers(),
+                                           outputs)
     check_precisions(model, lowering)
     return model, lowering
 

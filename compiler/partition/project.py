@@ -80,12 +80,12 @@ def write_partitioned_project(graph: Graph, model_path: str | Path, out_dir: str
         shutil.copyfile(model_path, tmp / "model.onnx")
         report = part.report()
         out_t = graph.values[graph.output]
-        pout = np.asarray(Manifest.read(tmp / "tail").output.perm) if tail is not None else channels_last_perm(out_t.shape)
+        pout = np.asarray(Manifest.read(tmp / "tail").outputs[0].perm) if tail is not None else channels_last_perm(out_t.shape)
         entry = PartitionEntry(part.mode, tuple(part.grid), part.cut, kernels, "tail" if tail is not None else None,
                                int(np.prod(part.grid)), report.redundant_fraction, int(report.halo_bytes),
                                int(report.max_block_bytes))
-        manifest = Manifest.of(graph, model_path, opts, channels_last_perm(graph.values[graph.input].shape), pout,
-                               partition=entry)
+        manifest = Manifest.of(graph, model_path, opts, {graph.input: channels_last_perm(graph.values[graph.input].shape),
+                                                         graph.output: pout}, partition=entry)
         _write_host(tmp, graph, part, kernels, opts, tail, manifest, tb_samples)
         manifest.write(tmp)
     return Path(out_dir).resolve()

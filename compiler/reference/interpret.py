@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.graph import Graph
+from ..ir.graph import Graph, pack
 from ..ops import OPS
 
 
 def run_ir(graph: Graph, codes: np.ndarray, keep: set[str] | None = None) -> np.ndarray | dict[str, np.ndarray]:
-    """The output codes of ``graph`` on input ``codes``; with ``keep``, a dict of the codes of
-    those values (and the output) instead."""
-    env = {graph.input: np.asarray(codes, dtype=np.int64)}
-    kept = {}
+    """The output codes of ``graph`` on input ``codes`` (packed: ``ir.graph.pack``); with
+    ``keep``, a dict of the codes of those values (and the outputs) instead."""
+    env = {v: np.asarray(c, dtype=np.int64) for v, c in zip(graph.inputs, graph.split_inputs(codes))}
+    outputs = set(graph.outputs)
+    kept = {v: env[v] for v in graph.inputs if keep is not None and v in keep}
     last = {v: i for i, node in enumerate(graph.nodes) for v in node.inputs}
-    if keep is not None and graph.input in keep:
-        kept[graph.input] = env[graph.input]
     for i, node in enumerate(graph.nodes):
         ins = [graph.values[v] for v in node.inputs]
         env[node.output] = OPS[node.op].semantics(node.attrs, [env[v] for v in node.inputs], ins, graph.values[node.output])
         if keep is not None and node.output in keep:
             kept[node.output] = env[node.output]
         for v in set(node.inputs):  # a value no later node reads is released
-            if last[v] == i and v != graph.output:
+            if last[v] == i and v not in outputs:
                 del env[v]
     if keep is None:
-        return env[graph.output]
-    kept[graph.output] = env[graph.output]
+        return pack([env[v] for v in graph.outputs])
+    kept.update((v, env[v]) for v in graph.outputs)
     return kept

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..ir.graph import Graph
+from ..ir.graph import Graph, packed_shape
 from ..ops import OPS
 from ..exact.rounding import Fact, Rounding, round_up
 
@@ -123,25 +123,42 @@ class OnnxBuilder:
 
 
 def reference_model(graph: Graph) -> onnx.ModelProto:
-    """The exact onnxruntime model of ``graph``: int64 codes in, int64 codes out."""
+    """The exact onnxruntime model of ``graph``: int64 codes in, int64 codes out (several
+    ports packed: ``ir.graph.pack``)."""
     b = OnnxBuilder()
-    names = {graph.input: "codes_in"}
+    names = dict(zip(graph.inputs, _unpacked(b, graph.input_shapes())))
     for node in graph.nodes:
         ins = [graph.values[v] for v in node.inputs]
         names[node.output] = OPS[node.op].onnx_reference(node.attrs, b, [names[v] for v in node.inputs], ins,
                                                           graph.values[node.output])
-    b.nodes.append(helper.make_node("Identity", [names[graph.output]], ["codes_out"], name="output"))
-    tin, tout = graph.values[graph.input], graph.values[graph.output]
+    outs = [names[v] for v in graph.outputs]
+    if len(outs) > 1:
+        flat = b.const(np.array([0, -1], dtype=np.int64))
+        outs = [b.op("Concat", [b.op("Reshape", [o, flat]) for o in outs], axis=1)]
+    b.nodes.append(helper.make_node("Identity", outs, ["codes_out"], name="output"))
+    in_shape, out_shape = packed_shape(graph.input_shapes()), packed_shape(graph.output_shapes())
     g = helper.make_graph(
         b.nodes, "tessera_reference",
-        [helper.make_tensor_value_info("codes_in", TensorProto.INT64, ["N", *tin.shape])],
-        [helper.make_tensor_value_info("codes_out", TensorProto.INT64, ["N", *tout.shape])],
+        [helper.make_tensor_value_info("codes_in", TensorProto.INT64, ["N", *in_shape])],
+        [helper.make_tensor_value_info("codes_out", TensorProto.INT64, ["N", *out_shape])],
         b.inits,
     )
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tessera")
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
+
+
+def _unpacked(b: OnnxBuilder, shapes: list[tuple[int, ...]]) -> list[str]:
+    """The packed input ``codes_in`` as each port's ``(N, *shape)``."""
+    if len(shapes) == 1:
+        return ["codes_in"]
+    ends = np.cumsum([0, *(int(np.prod(s)) for s in shapes)])
+    axis = b.const(np.array([1], dtype=np.int64))
+    return [b.op("Reshape", [b.op("Slice", ["codes_in", b.const(np.array([lo], dtype=np.int64)),
+                                            b.const(np.array([hi], dtype=np.int64)), axis]),
+                             b.const(np.array([0, *s], dtype=np.int64))])
+            for lo, hi, s in zip(ends[:-1], ends[1:], shapes)]
 
 
 class OrtReference:

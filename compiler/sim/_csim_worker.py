@@ -1,6 +1,6 @@
 """The child process that runs a compiled C-simulation library (see ``csim.CSim``).
 
-Run as a script (``python -I -S _csim_worker.py LIB FUNCTION COUNTER``), not imported: it
+Run as a script (``python -I -S _csim_worker.py LIB SYMBOL COUNTER``), not imported: it
 needs only the standard library (no site packages, not even numpy), so it starts fast, and a
 crash of the C++ code (an ``assert``, ``abort``, a
 segmentation fault, a stack overflow) ends this process, never the caller's.
@@ -44,7 +44,7 @@ def main() -> int:
         shared = mmap.mmap(f.fileno(), 8)
     done = ctypes.c_long.from_buffer(shared)
     lib = ctypes.cdll.LoadLibrary(lib_path)
-    fn = getattr(lib, f"{name}_double")
+    fn = getattr(lib, name)
     batch = lib.tessera_csim_batch
     batch.restype = ctypes.c_long
     batch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_long,

@@ -6,7 +6,8 @@ hls4ml's own ``compile()``), faster:
 
 - **units**: the top function (``firmware/<project>.cpp`` as written, hls4ml's generated
   straight-line ``nnet_code_gen.h`` at ``-Og``: :data:`CODEGEN_OPT`), the bridge
-  (``<project>_bridge.cpp``), Tessera's runtime (``hls_templates/sim/tessera_csim_rt.cpp``:
+  (``<project>_bridge.cpp``), the packed entry point (``tessera_ports.cpp``: one sample's
+  ports side by side, split into the bridge's arguments), Tessera's runtime (``hls_templates/sim/tessera_csim_rt.cpp``:
   the weights folder found at run time, the batch entry point) and the testbench's
   ``tessera_tb.cpp``, compiled in parallel, one g++ per core;
 - **a precompiled header** of ap_types and the static hls4ml / Tessera headers the project
@@ -42,7 +43,7 @@ from typing import ClassVar
 
 from ...hls_templates import Fields, path as template_path, render
 from ..errors import ProjectError, SimulationError, ToolchainError
-from ..project import Manifest
+from ..project import PORTS, Manifest
 from .aptypes import REWRITE_ID, VIEW_DIR, VIEW_FLAG, ViewStatus, derive_view
 from .objcache import ObjectCache
 from .shard import TopFunction, assign, parse_top, render_shards, shard_count
@@ -112,7 +113,7 @@ def source_hash(prj: Path, flags: tuple[str, ...]) -> str:
     view's flag and rewrite, :attr:`Builder.stamp_flags`).  A library whose
     recorded hash differs is stale and is rebuilt."""
     files = [p for p in (prj / "firmware").rglob("*") if p.is_file() and p.suffix != ".so" and p.name != BUILD_HASH]
-    files += [*prj.glob("*_bridge.cpp"), prj / "build_lib.sh", prj / "tessera_tb.cpp"]
+    files += [*prj.glob("*_bridge.cpp"), prj / "build_lib.sh", prj / "tessera_tb.cpp", prj / PORTS]
     h = hashlib.sha256()
     for p in sorted(f for f in files if f.is_file()):
         data = p.read_bytes()
@@ -406,13 +407,15 @@ class Builder:
     def _units(self, prj: Path, name: str, testbench: bool, top: TopFunction | None, shards: int) -> dict[str, Unit]:
         """The build's units, their generated sources written into the project's ``.csim``:
         the top function (``top``; with ``shards`` > 1 shard 0, and shard 1 is ``bridge``),
-        the bridge, further shards, the runtime and, with ``testbench``, the testbench's main
+        the bridge, the packed entry point (``ports``: what the runtime and the testbench
+        call), further shards, the runtime and, with ``testbench``, the testbench's main
         (linked with the bridge's object)."""
         gen = prj / BUILD_DIR
         for old in gen.glob("shard*.cpp"):
             old.unlink()
         shutil.copyfile(template_path("sim/tessera_csim_rt.cpp"), gen / "rt.cpp")
-        units = {"top": Unit("top", f"{BUILD_DIR}/top.cpp"), "bridge": Unit("bridge", f"{name}_bridge.cpp")}
+        units = {"top": Unit("top", f"{BUILD_DIR}/top.cpp"), "bridge": Unit("bridge", f"{name}_bridge.cpp"),
+                 "ports": Unit("ports", PORTS, prelude=False)}
         if shards == 1:
             (gen / "top.cpp").write_text(render(TopUnit(project=name, codegen_opt=self.codegen_opt)))
         else:

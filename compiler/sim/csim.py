@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SimulationError
-from ..project import Manifest
+from ..project import PACKED_ENTRY, Manifest
 from .build import (STACK_LIMIT, TESTBENCH, BuildReport, Builder, last_error_line, library_path, require_gxx,
                     usable_cores)
 
@@ -152,7 +152,7 @@ class CSim:
             lib = self.build(testbench=False)  # a rebuild stops the running workers
             self._procs = [p for p in self._procs if p.alive()]
             while len(self._procs) < k:
-                self._procs.append(_Worker(lib, self.name))
+                self._procs.append(_Worker(lib, PACKED_ENTRY))
         return self._procs[:k]
 
     def worker_memory_kib(self) -> list[tuple[int, int]]:

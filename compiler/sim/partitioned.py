@@ -37,7 +37,7 @@ class PartitionedSim:
         if self.manifest.partition is None:
             raise ProjectError(f"{prj} is not a partitioned project")
         self.partition = self.manifest.partition
-        self.graph = compile_ir(self.prj / "model.onnx", self.manifest.input_quant.declared_type)
+        self.graph = compile_ir(self.prj / "model.onnx", self.manifest.declared_type)
         self.part = Partition.plan(self.graph, self.partition.grid, self.partition.mode, self.partition.cut)
         self.workers = workers
         self._sims: dict[tuple[str, int], CSim] = {}  # (kernel, slot) -> its C-simulation, kept between runs

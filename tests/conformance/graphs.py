@@ -77,6 +77,93 @@ def finn_quant_transpose_conv(path: Path) -> Path:
     return _export(deconv, (3, 4, 4), path)
 
 
+# -- several inputs and outputs ---------------------------------------------------------------
+def _export_ports(module, shapes: list[tuple[int, ...]], path: Path, outputs: int = 1) -> Path:
+    """A Brevitas module of several inputs (``shapes``) or outputs, calibrated on a few random
+    batches and exported with brevitas' QONNX exporter: inputs ``x0, x1, ...``, outputs ``y0, ...``."""
+    import torch
+    from brevitas.export import export_qonnx
+
+    torch.manual_seed(0)
+    module.train()
+    with torch.no_grad():
+        for _ in range(8):
+            module(*(torch.randn(4, *s) for s in shapes))
+    module.eval()
+    with torch.no_grad():
+        export_qonnx(module, tuple(torch.randn(1, *s) for s in shapes), str(path), dynamo=False,
+                     input_names=[f"x{i}" for i in range(len(shapes))], output_names=[f"y{i}" for i in range(outputs)],
+                     keep_initializers_as_inputs=False)
+    return path
+
+
+def hls4ml_quanteltwiseadd(path: Path) -> Path:
+    """test_brevitas_parsing.py::test_brevitas_quanteltwiseadd: ``QuantEltwiseAdd`` with
+    ``Int8ActPerTensorFixedPoint`` input and output quantizers on two (4, 4) inputs."""
+    import torch
+    import brevitas.nn as qnn
+    from brevitas.quant import Int8ActPerTensorFixedPoint
+
+    class EltwiseAdd(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.add = qnn.QuantEltwiseAdd(input_quant=Int8ActPerTensorFixedPoint,
+                                           output_quant=Int8ActPerTensorFixedPoint)
+
+        def forward(self, x, y):
+            return self.add(x, y)
+
+    return _export_ports(EltwiseAdd(), [(4, 4), (4, 4)], path)
+
+
+def hls4ml_merge(op: str) -> Callable[[Path], Path]:
+    """test_merge_pytorch.py::test_merge[op]: ``torch.<op>(x, y)`` of two (3, 10, 10) inputs
+    (here (3, 5, 5)), each quantized by its own fixed-point QuantIdentity (4 and 6 bits), the
+    result by a third (``cat``: along the channels)."""
+
+    def build(path: Path) -> Path:
+        import torch
+        import brevitas.nn as qnn
+        from brevitas.quant import Int8ActPerTensorFixedPoint
+
+        class Merge(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qx = qnn.QuantIdentity(Int8ActPerTensorFixedPoint, bit_width=4, return_quant_tensor=False)
+                self.qy = qnn.QuantIdentity(Int8ActPerTensorFixedPoint, bit_width=6, return_quant_tensor=False)
+                self.out = qnn.QuantIdentity(Int8ActPerTensorFixedPoint, bit_width=8, return_quant_tensor=False)
+
+            def forward(self, x, y):
+                a, b = self.qx(x), self.qy(y)
+                return self.out(torch.cat([a, b], dim=1) if op == "cat" else getattr(torch, op)(a, b))
+
+        return _export_ports(Merge(), [(3, 5, 5), (3, 5, 5)], path)
+
+    return build
+
+
+def hls4ml_multiout(path: Path) -> Path:
+    """test_multiout_network.py::test_multi_clone: one (10,) input read by two Dense(10) heads,
+    the model's two outputs; here Brevitas QuantLinear heads after a QuantIdentity, each with
+    its own output quantizer (the second a float scale)."""
+    import torch
+    import brevitas.nn as qnn
+    from brevitas.quant import Int8ActPerTensorFixedPoint, Int8ActPerTensorFloat
+
+    class TwoHeads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = qnn.QuantIdentity(Int8ActPerTensorFixedPoint, bit_width=6, return_quant_tensor=True)
+            self.a = qnn.QuantLinear(10, 10, bias=True, output_quant=Int8ActPerTensorFixedPoint)
+            self.b = qnn.QuantLinear(10, 10, bias=False, output_quant=Int8ActPerTensorFloat)
+
+        def forward(self, x):
+            x = self.q(x)
+            return self.a(x), self.b(x)
+
+    return _export_ports(TwoHeads(), [(10,)], path, outputs=2)
+
+
 GRAPH_CASES: tuple[Case, ...] = (
     Case("finn_quanthardtanh_binary", "FINN tests/brevitas/test_brevitas_non_scaled_quanthardtanh_export.py "
          "(abits=1, max_val=1.0)", finn_quanthardtanh(1, False, 1.0)),
@@ -90,6 +177,13 @@ GRAPH_CASES: tuple[Case, ...] = (
          input_type="fixed<8,1>"),
     Case("qonnx_resize_conv", "qonnx tests/transformation/test_nn_resize_to_deconv.py::"
          "test_quant_resize_conv_to_deconv_layer (upscale 2, kernel 3, bias, channelwise)", qonnx_resize_conv),
+    Case("hls4ml_quanteltwiseadd", "hls4ml test/pytest/test_brevitas_parsing.py::test_brevitas_quanteltwiseadd "
+         "(two (4, 4) inputs)", hls4ml_quanteltwiseadd),
+    *(Case(f"hls4ml_merge_{op}", f"hls4ml test/pytest/test_merge_pytorch.py::test_merge[{op}] (two inputs)",
+           hls4ml_merge(op)) for op in ("cat", "add", "sub", "minimum", "maximum")),
+    Case("hls4ml_multiout_network", "hls4ml test/pytest/test_multiout_network.py::test_multi_clone (two outputs)",
+         hls4ml_multiout),
 )
 
-__all__ = ["GRAPH_CASES", "finn_quant_transpose_conv", "finn_quanthardtanh", "qonnx_resize_conv"]
+__all__ = ["GRAPH_CASES", "finn_quant_transpose_conv", "finn_quanthardtanh", "hls4ml_merge", "hls4ml_multiout",
+           "hls4ml_quanteltwiseadd", "qonnx_resize_conv"]

@@ -33,7 +33,7 @@ def project(tmp_path, arrays: dict[str, tuple[str, list[str]]], txt: dict[str, l
     w.mkdir(parents=True)
     (tmp_path / "firmware" / "defines.h").write_text(TYPES)
     graph = one_op_graph(full_range(8, 0, True, (4,)), ("relu", relu.Attrs()))
-    Manifest.of(graph, None, HlsOptions(), np.arange(4), np.arange(4)).write(tmp_path)  # the scan reads any project
+    Manifest.of(graph, None, HlsOptions(), {graph.input: np.arange(4), graph.output: np.arange(4)}).write(tmp_path)  # the scan reads any project
     for name, (type_name, values) in arrays.items():
         (w / f"{name}.h").write_text(header(name, type_name, values))
         (w / f"{name}.txt").write_text(", ".join((txt or {}).get(name, values)))

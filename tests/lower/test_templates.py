@@ -19,13 +19,13 @@ from tessera.compiler.ops.base.weights import Codebook
 from tessera.compiler.ops.cells import kernel
 from tessera.compiler.sim.build import Prelude, TopUnit
 from tessera.compiler.sim.shard import ShardUnit
-from tessera.compiler.writer import ExactTestbench
+from tessera.compiler.writer import ExactTestbench, PackedEntry
 from tessera.hls_templates import ROOT, Fields, TemplateFieldsError, render
 
 #: The templates rendered outside hls4ml's extension layers, by their fields.
 OTHER_FIELDS: tuple[type[Fields], ...] = (
     kernel.LstmGateStruct, kernel.CifgGateStruct, kernel.LstmCellBody, kernel.GruGateStruct, kernel.GruCellBody,
-    kernel.ConvLstmCellStruct, ExactTestbench, Prelude, TopUnit, ShardUnit, SynthesisView)
+    kernel.ConvLstmCellStruct, ExactTestbench, PackedEntry, Prelude, TopUnit, ShardUnit, SynthesisView)
 
 #: A value of each field type, to render a template with.
 SAMPLE = {int: 7, bool: True, str: "text", Rounding: Rounding.HALF_EVEN, Codebook: Codebook.TERNARY}

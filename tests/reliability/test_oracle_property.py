@@ -1,6 +1,7 @@
 """Property: random small QONNX graphs of the supported ops (windows, BatchNorm on codes,
 tabulated nonlinearities, two branches joined by Max / Min / Sub / Add, Slice and Split,
-ReduceMean), with random attributes (modelled and unmodelled values, odd shapes), are refused by the compiler in one line, or compile to a
+ReduceMean; sometimes two inputs, sometimes two outputs), with random attributes (modelled
+and unmodelled values, odd shapes), are refused by the compiler in one line, or compile to a
 design that equals the user's file itself -- run by the independent executor in float64 --
 on every sample.  A few C-simulate too.
 
@@ -24,7 +25,7 @@ from tessera.compiler import api
 from tessera.compiler.errors import TesseraError
 from tessera.compiler.independent import independent_check
 from tessera.compiler.reference.model import OrtReference, reference_model
-from tessera.compiler.samples import sample_codes
+from tessera.compiler.samples import input_samples
 
 N_CASES = int(os.environ.get("TESSERA_ORACLE_CASES", "200"))
 N_CSIM = int(os.environ.get("TESSERA_ORACLE_CSIM", "2"))
@@ -104,12 +105,23 @@ def _pieces(b: _Builder, r: np.random.Generator, x: str, c: int) -> tuple[str, i
 
 
 def random_model(r: np.random.Generator, path: Path) -> Path:
-    """A random graph: Quant(x) -> 1..3 layers -> Quant, opset 13 or 19."""
+    """A random graph: Quant(x) (sometimes joined with a second input, Quant(x2)) -> 1..3
+    layers -> Quant, and sometimes a second output; opset 13 or 19."""
     b = _Builder(r)
     opset = int(r.choice([13, 19]))
     c, h, w = int(r.integers(1, 4)), int(r.integers(3, 9)), int(r.integers(3, 9))
     c_in = c
     x = b.quant("x", signed=1)
+    inputs = ["x"]
+    if r.random() < 0.25:  # a second input on its own grid, joined with the first
+        inputs.append("x2")
+        x = b.quant(b.node(str(r.choice(["Add", "Sub", "Max", "Min"])), [x, b.quant("x2", signed=int(r.integers(0, 2)))]))
+    outputs = ["y"]
+    if r.random() < 0.25:  # a second output beside the last layer's
+        outputs.append("y2")
+        b.nodes.append(helper.make_node("Relu", [x], ["y2_r"], name=b.name("relu")))
+        b.quant("y2_r")
+        b.nodes[-1].output[0] = "y2"
     for _ in range(int(r.integers(1, 4))):
         k = [int(r.integers(1, 4)), int(r.integers(1, 4))]
         s = [int(r.integers(1, 3)), int(r.integers(1, 3))]
@@ -166,9 +178,9 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
             break
     b.quant(x)
     b.nodes[-1].output[0] = "y"
-    inp = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c_in, h, w])
-    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])
-    g = helper.make_graph(b.nodes, "random", [inp], [out], b.inits)
+    ins = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, c_in, h, w]) for name in inputs]
+    outs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", "c", "h", "w"]) for name in outputs]
+    g = helper.make_graph(b.nodes, "random", ins, outs, b.inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("qonnx.custom_op.general", 1)])
     m.ir_version = 8
     onnx.save(m, path)
@@ -176,8 +188,8 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
 
 
 def _cases(n: int, tmp_path: Path, seed: int = 11) -> dict:
-    out = {"cases": n, "refused": 0, "compiled": 0, "outputs": 0, "equal": 0, "undecidable": 0, "refusals": {},
-           "compiled_paths": []}
+    out = {"cases": n, "refused": 0, "compiled": 0, "several_inputs": 0, "several_outputs": 0, "outputs": 0, "equal": 0,
+           "undecidable": 0, "refusals": {}, "compiled_paths": []}
     r = np.random.default_rng(seed)
     for i in range(n):
         path = random_model(r, tmp_path / f"case{i}.onnx")
@@ -191,12 +203,14 @@ def _cases(n: int, tmp_path: Path, seed: int = 11) -> dict:
             key = type(exc).__name__
             out["refusals"][key] = out["refusals"].get(key, 0) + 1
             continue
-        codes = sample_codes(g.values[g.input], 40, seed=i)
+        codes = input_samples(g, 40, seed=i)
         ref = OrtReference(ref_model).run(codes)
         rep = independent_check(onnx.load(path), g, codes, ref)
         assert rep.passed, (i, rep.line(), rep.to_dict(), [(n.op_type, {a.name: helper.get_attribute_value(a) for a in n.attribute})
                                                            for n in onnx.load(path).graph.node])
         out["compiled"] += 1
+        out["several_inputs"] += len(g.inputs) > 1
+        out["several_outputs"] += len(g.outputs) > 1
         out["outputs"] += rep.outputs
         out["equal"] += rep.equal
         out["undecidable"] += rep.undecidable_outputs
@@ -220,6 +234,7 @@ def test_random_graphs_are_refused_or_equal_the_users_model(tmp_path):
     t0 = time.perf_counter()
     out = _cases(N_CASES, tmp_path)
     assert out["compiled"] > N_CASES // 10 and out["refused"] > N_CASES // 10, out  # both outcomes exercised
+    assert out["several_inputs"] and out["several_outputs"], out  # and designs of several ports
     out["seconds"] = round(time.perf_counter() - t0, 1)
     _RESULTS["oracle"] = out
     _report("oracle_property", out)

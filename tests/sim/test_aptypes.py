@@ -14,6 +14,7 @@ import pytest
 
 import hls4ml
 from tessera.compiler import api
+from tessera.compiler.project import PACKED_ENTRY
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
 from tessera.compiler.sim.aptypes import HEADER, VIEW_DIR, ViewStatus, derive_view, rewrite
@@ -109,7 +110,7 @@ def test_the_build_uses_the_view_and_never_modifies_the_project(tmp_path, make_q
     for view in (True, False):
         rep = Builder(aptypes_view=view).build(prj)
         assert rep.rebuilt and rep.aptypes == (ViewStatus.DERIVED if view else ViewStatus.AS_SHIPPED)
-        worker = _Worker(rep.library, sim.name)  # this library, as built (CSim would rebuild with the view)
+        worker = _Worker(rep.library, PACKED_ENTRY)  # this library, as built (CSim would rebuild with the view)
         try:
             got[view] = sim.output_codes(worker.run(x, n_out))
         finally:

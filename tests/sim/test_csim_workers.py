@@ -65,7 +65,7 @@ def test_a_crash_in_the_second_worker_names_its_sample(mlp):
     codes[codes == lo] = lo + 1
     codes[50, 0] = lo  # the only sample whose first input is the type's minimum
     src = prj / "firmware" / "tessera_model.cpp"
-    low = float(lo) * 2.0 ** -api.Manifest.read(prj).input.ftype.frac
+    low = float(lo) * 2.0 ** -api.Manifest.read(prj).inputs[0].ftype.frac
     src.write_text("#include <cstdlib>\n" + src.read_text().replace(MARK, f"{MARK}\n    if (x_in[0] == {low!r}) abort();"))
     with pytest.raises(SimulationError, match=r"SIGABRT\) on sample 50\b"):
         CSim(prj, workers=2).run_codes(codes)

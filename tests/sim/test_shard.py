@@ -115,7 +115,7 @@ def test_a_sharded_build_equals_the_reference_and_the_unsharded_build(make_graph
     for shards in (2, 1):
         rep = Builder(jobs=2, shards=shards).build(prj, rebuild=True, testbench=True)
         assert rep.shards == shards and rep.shard_error is None, rep.shard_error
-        assert {u.unit for u in rep.units} == {"top", "bridge", "rt", "tb"}
+        assert {u.unit for u in rep.units} == {"top", "bridge", "ports", "rt", "tb"}
         sim = CSim(prj, workers=1)
         try:
             outputs[shards] = sim.run_codes(codes)
@@ -151,5 +151,5 @@ def test_the_units_do_not_depend_on_the_build_jobs_so_a_second_project_compiles_
     pa = write_project(graph, None, tmp_path / "pa", HlsOptions(io_type="io_stream"), tb_samples=16)
     pb = write_project(graph, None, tmp_path / "pb", HlsOptions(io_type="io_stream"), tb_samples=16)
     ra, rb = Builder().build(pa), Builder(jobs=1).build(pb)
-    assert ra.compiled == 3 and rb.compiled == 0 and rb.shards == ra.shards, (ra.line(), rb.line())
+    assert ra.compiled == 4 and rb.compiled == 0 and rb.shards == ra.shards, (ra.line(), rb.line())
     _assert_exact(graph, pb, seed=6)

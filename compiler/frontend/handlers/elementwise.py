@@ -301,9 +301,9 @@ def batch_normalization(state: ImportState, node: onnx.NodeProto) -> None:
 def softmax(state: ImportState, node: onnx.NodeProto) -> None:
     """A trailing Softmax: the design computes its logits exactly and stops there (a one-line
     notice; the independent check compares the logits)."""
-    if node.output[0] != state.model.graph.output[0].name:
-        raise UnsupportedModelError(f"node '{node.name}' (Softmax): only a Softmax producing the graph output is "
-                                    "supported (the design then outputs its logits)")
+    if [o.name for o in state.model.graph.output] != [node.output[0]]:
+        raise UnsupportedModelError(f"node '{node.name}' (Softmax): only a Softmax producing the graph's one output "
+                                    "is supported (the design then outputs its logits)")
     state.values[node.output[0]] = state.values.get(node.input[0])
     state.graph.softmax = node.name
 

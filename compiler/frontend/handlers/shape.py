@@ -203,7 +203,7 @@ def gather(state: ImportState, node: onnx.NodeProto) -> None:
     prod = state.graph.producer(src)
     idx = state.const(state.input_name(node, 1, "the index"), node, "the index")
     seq = prod is not None and getattr(prod.attrs, "return_sequences", False)
-    steps = state.graph.values[state.graph.input].shape[0] if seq else 0
+    steps = state.graph.values[prod.inputs[0]].shape[0] if seq else 0
     last = (0, -steps) if seq and prod.attrs.reverse else (-1, steps - 1)
     if not seq or state.axis(node, node.input[0], 0) != 1 or idx.size != 1 or int(idx.ravel()[0]) not in last:
         raise UnsupportedModelError(
