@@ -52,22 +52,27 @@ cases_module = _load_cases()
 CASES, Case = cases_module.CASES, cases_module.Case
 
 
-def _inputs(path: Path, case: Case, samples: int) -> np.ndarray:
-    """The real inputs both tools get: the centres of random full-range input codes (Tessera's
-    input quantizer), or uniform values in [-2, 2) when Tessera refuses the model."""
+def _inputs(path: Path, case: Case, samples: int) -> np.ndarray | list[np.ndarray]:
+    """The real inputs both tools get (one array, or one per input of a model of several):
+    the centres of random full-range input codes (Tessera's input quantizers), or uniform
+    values in [-2, 2) when Tessera refuses the model."""
     import onnx
 
     from tessera.compiler import api
     from tessera.compiler.errors import TesseraError
-    from tessera.compiler.samples import sample_codes
+    from tessera.compiler.samples import input_samples
 
-    dims = [d.dim_value for d in onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim[1:]]
+    model = onnx.load(str(path))
+    inits = {i.name for i in model.graph.initializer}
+    dims = [[d.dim_value for d in i.type.tensor_type.shape.dim[1:]] for i in model.graph.input if i.name not in inits]
     try:
         graph = api.load_model(path, case.input_type)
-        x = graph.input_real(sample_codes(graph.values[graph.input], samples, seed=0))
+        x = graph.input_real(input_samples(graph, samples, seed=0))
+        xs = [x] if len(dims) == 1 else x
     except TesseraError:
-        x = np.random.default_rng(0).uniform(-2, 2, (samples, *dims))
-    return x.reshape(samples, *dims)
+        xs = [np.random.default_rng(k).uniform(-2, 2, (samples, *d)) for k, d in enumerate(dims)]
+    xs = [a.reshape(samples, *d) for a, d in zip(xs, dims)]
+    return xs[0] if len(xs) == 1 else xs
 
 
 def tessera_row(path: Path, case: Case, io: str, work: Path, samples: int) -> dict:

@@ -226,6 +226,9 @@ def compile_model(model: PathLike, out_dir: PathLike, options: CompileOptions = 
     t0 = time.perf_counter()
     with observer.stage("reading and typing the model"):
         graph = load_model(model, options.input_type)
+    if graph.constant_outputs:
+        observer.notice(f"notice: the model's outputs {', '.join(graph.constant_outputs)} are constants, not computed "
+                        "from the input: the design leaves them out")
     if graph.softmax is not None:
         observer.notice(f"notice: the trailing Softmax '{graph.softmax}' is not compiled; the design outputs its logits "
                         "(exactly), which verify compares with the user's model")

@@ -240,10 +240,12 @@ class IndependentExecutor:
         inits = {i.name for i in g.initializer}
         ins = [i for i in g.input if i.name not in inits]
         self.inputs = [i.name for i in ins]
-        #: the outputs compared (by default every one; after a recurrent cell's sequence, which
-        #: is the first, the cell's last states are left out, as the design leaves them out)
-        self.outputs = list(outputs) if outputs else [o.name for o in g.output]
-        first = next((n for n in g.node if g.output[0].name in n.output), None)
+        #: the outputs compared (by default every one but constants -- initializers, Constant
+        #: nodes; after a recurrent cell's sequence, which is the first, the cell's last
+        #: states are left out, as the design leaves them out)
+        constants = inits | {o for n in g.node if n.op_type == "Constant" for o in n.output}
+        self.outputs = list(outputs) if outputs else [o.name for o in g.output if o.name not in constants]
+        first = next((n for n in g.node if self.outputs[0] in n.output), None)
         if not outputs and first is not None and first.op_type in RECURRENT_OPS:
             self.outputs = self.outputs[:1]
         if softmax:  # the design stops before the trailing Softmax: compare its input, the logits

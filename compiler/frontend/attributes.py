@@ -245,33 +245,55 @@ def explicit_pads(node: onnx.NodeProto, auto_pad: str, spatial: tuple[int, ...],
     return tuple(begin + end)
 
 
-def nearest_sources(out_len: int, in_len: int, scale: float, transform: str, nearest_mode: str) -> np.ndarray:
-    """The input index ONNX nearest Resize reads for each output index (opset 11+ formulas)."""
-    i = np.arange(out_len, dtype=np.float64)
+def nearest_coordinates(out_len: int, in_len: int, scale, transform: str, resized=None) -> list:
+    """The input coordinate ONNX's nearest Resize computes for each output index (opset 11+
+    formulas, in the spec's order of operations): in float64 for a float ``scale``, exactly
+    for a :class:`~fractions.Fraction` (then ``resized`` too).  ``resized``: the resized
+    length the formulas of ``align_corners`` and ``pytorch_half_pixel`` read (default: the
+    output's, ``out_len``; ONNX's reference evaluator takes ``in_len * scale``, which differs
+    for fractional scales)."""
+    length = out_len if resized is None else resized
+    one = scale / scale  # 1 in the arithmetic of ``scale``
+    half = one / 2
+    return [_original_coordinate(i * one, in_len * one, out_len * one, length * one, scale, transform, half)
+            for i in range(out_len)]
+
+
+def nearest_sources(out_len: int, in_len: int, scale, transform: str, nearest_mode: str,
+                    resized=None) -> np.ndarray:
+    """The input index ONNX nearest Resize reads for each output index: the
+    :func:`nearest_coordinates` rounded by ``nearest_mode``, clipped to the input."""
+    half = scale / scale / 2
+    return np.asarray([min(max(_nearest(x, nearest_mode, half), 0), in_len - 1)
+                       for x in nearest_coordinates(out_len, in_len, scale, transform, resized)], dtype=np.int64)
+
+
+def _original_coordinate(i, in_len, out_len, length, scale, transform: str, half):
     if transform == "half_pixel":
-        x = (i + 0.5) / scale - 0.5
-    elif transform == "half_pixel_symmetric":
-        adj = out_len / (in_len * scale)
-        x = (i + 0.5) / scale - 0.5 + in_len / 2 * (1 - adj)  # ONNX's offset for non-integer output sizes
-    elif transform == "pytorch_half_pixel":
-        x = (i + 0.5) / scale - 0.5 if out_len > 1 else np.zeros_like(i)
-    elif transform == "align_corners":
-        x = i * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros_like(i)
-    elif transform == "asymmetric":
-        x = i / scale
-    else:
-        raise ValueError(transform)
-    if nearest_mode == "round_prefer_floor":
-        r = np.where(x - np.floor(x) == 0.5, np.floor(x), np.round(x))
-    elif nearest_mode == "round_prefer_ceil":
-        r = np.where(x - np.floor(x) == 0.5, np.ceil(x), np.round(x))
-    elif nearest_mode == "floor":
-        r = np.floor(x)
-    elif nearest_mode == "ceil":
-        r = np.ceil(x)
-    else:
-        raise ValueError(nearest_mode)
-    return np.clip(r, 0, in_len - 1).astype(np.int64)
+        return (i + half) / scale - half
+    if transform == "half_pixel_symmetric":
+        offset = in_len / 2 * (1 - out_len / (in_len * scale))  # ONNX's offset for non-integer output sizes
+        return offset + (i + half) / scale - half
+    if transform == "pytorch_half_pixel":
+        return (i + half) / scale - half if length != 1 else 0 * i
+    if transform == "align_corners":
+        return i * (in_len - 1) / (length - 1) if length != 1 else 0 * i
+    if transform == "asymmetric":
+        return i / scale
+    raise ValueError(transform)
+
+
+def _nearest(x, mode: str, half) -> int:
+    low = math.floor(x)
+    if mode == "round_prefer_floor":
+        return low if x - low <= half else low + 1
+    if mode == "round_prefer_ceil":
+        return low if x - low < half else low + 1
+    if mode == "floor":
+        return low
+    if mode == "ceil":
+        return math.ceil(x)
+    raise ValueError(mode)
 
 
 def ceil_mode_extra(spatial: tuple[int, ...], kernel: tuple[int, ...], strides: tuple[int, ...],
@@ -286,4 +308,4 @@ def ceil_mode_extra(spatial: tuple[int, ...], kernel: tuple[int, ...], strides: 
 __all__ = ["ATTRIBUTES", "CONVLSTM_QUANTIZERS", "GRU_QUANTIZERS", "LSTM_QUANTIZERS", "MODELLED", "NO_EFFECT", "Only",
            "attribute", "attribute_value", "required_attribute", "ceil_mode_extra", "check_attributes",
            "explicit_pads",
-           "nearest_sources", "schema_default"]
+           "nearest_coordinates", "nearest_sources", "schema_default"]

@@ -103,11 +103,20 @@ def walk(state: ImportState) -> Graph:
     state.graph.input_ports.sort(key=lambda p: order.index(p.onnx_name))
     for output in (o.name for o in state.model.graph.output if o.name not in state.dropped_outputs):
         out = state.values.get(output)
+        produced = any(output in n.output for n in state.model.graph.node)
+        if isinstance(out, Const) or (out is None and not produced):
+            # e.g. a QuantTensor's scale, bit width and flags, exported beside its value (the
+            # clean-up drops boolean initializers, so these may be gone)
+            state.graph.constant_outputs.append(output)
+            continue
         if isinstance(out, Affine):
             out = Tensor(affine_output(state, out))
         if not isinstance(out, Tensor):
             raise UnsupportedModelError(f"graph output '{output}' is not computed from the input")
         state.graph.output_ports.append(OutputPort(_own_port(state, output, out.name), output))
+    if not state.graph.output_ports:
+        raise UnsupportedModelError(f"no graph output is computed from the input (outputs "
+                                    f"{', '.join(state.graph.constant_outputs)} are constants)")
     return state.graph
 
 
@@ -138,6 +147,8 @@ def import_model(model: onnx.ModelProto, input_type: str | None = None) -> Graph
         names = {b.name: a.name for a, b in zip(before, after)}
         for port in ports:
             port.onnx_name = names.get(port.onnx_name, port.onnx_name)
+        if ports is graph.output_ports:
+            graph.constant_outputs = [names.get(o, o) for o in graph.constant_outputs]
     return graph
 
 

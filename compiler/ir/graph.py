@@ -99,6 +99,8 @@ class Graph:
         self.softmax: str | None = None
         #: the declared type of a float input no Quant reads (``--input-type``), as given
         self.input_type: str | None = None
+        #: the model file's outputs that are constants (not computed from the input): not ports
+        self.constant_outputs: list[str] = []
 
     # -- the ports ------------------------------------------------------------------------
     @property

@@ -2,7 +2,8 @@
 
 Padded positions take no part (ONNX: the padding is -inf); every window must hold a real
 position.  ``ceil_mode`` is the frontend's extra end padding.  Unpadded 1D / 2D lower to
-hls4ml's ``MaxPooling1D`` / ``MaxPooling2D``; 3D and every padded pool to ``TesseraMaxPool3D``
+hls4ml's ``MaxPooling1D`` / ``MaxPooling2D`` (in io_stream only when stride == kernel, which
+hls4ml's stream kernels assert); 3D and every other pool to ``TesseraMaxPool3D``
 (``hls_templates/pool3d``; 1D / 2D as depth and height 1), which skips padded positions.
 A window op for the partitioner; the estimator costs one output pixel per iteration with
 ``C x K`` comparators.
@@ -25,9 +26,11 @@ from ..exact.spans import window_span
 from .base.cost import Work, bits, line_buffer_2d, padded, plane_buffer, prod, window_registers
 
 
-def _native(attrs: "Attrs") -> bool:
-    """hls4ml's own 1D / 2D pooling (unpadded); else Tessera's kernel."""
-    return not any(attrs.padding) and len(attrs.kernel) < 3
+def _native(attrs: "Attrs", io) -> bool:
+    """hls4ml's own 1D / 2D pooling (unpadded; in io_stream only windows that tile the input,
+    stride == kernel, which its stream kernels assert); else Tessera's kernel."""
+    tiles = tuple(attrs.kernel) == tuple(attrs.strides) or str(io) != "io_stream"
+    return not any(attrs.padding) and len(attrs.kernel) < 3 and tiles
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ class MaxPool(OpDef[Attrs]):
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         n = len(attrs.kernel)
-        if not _native(attrs):
+        if not _native(attrs, hls.opts.io_type):
             self._lower_tessera(attrs, hls, node, x, out)
             return
         if n == 1:  # hls4ml's Pooling1D names its sizes n_in / n_out
@@ -173,7 +176,7 @@ class MaxPool(OpDef[Attrs]):
         hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": out.ftype.hls()}, layout=Layout.CHANNELS)
 
     def cost(self, attrs: Attrs, ins, out, io):
-        return pool_work(attrs.kernel, attrs.strides, attrs.padding, ins[0], out, io, native=_native(attrs))
+        return pool_work(attrs.kernel, attrs.strides, attrs.padding, ins[0], out, io, native=_native(attrs, io))
 
     def input_span(self, attrs: Attrs, span):
         return window_span(span, attrs.kernel, attrs.strides, attrs.padding[:len(attrs.kernel)])

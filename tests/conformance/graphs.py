@@ -164,6 +164,33 @@ def hls4ml_multiout(path: Path) -> Path:
     return _export_ports(TwoHeads(), [(10,)], path, outputs=2)
 
 
+# -- hls4ml: test/pytest/test_brevitas_parsing.py (upsampling) -----------------------------
+def hls4ml_upsampling(two_d: bool) -> Callable[[Path], Path]:
+    """test_pytorch_upsampling1d / 2d: a fixed-point QuantIdentity, then ``QuantUpsample(2)`` of a
+    (4, 8) signal, or ``QuantUpsamplingNearest2d(scale_factor=(1, 2.4))`` of a (4, 6, 8) map
+    (fractional: 8 columns become 19), then a ReLU."""
+
+    def build(path: Path) -> Path:
+        import torch
+        import brevitas.nn as qnn
+        from brevitas.quant import Int8ActPerTensorFixedPoint
+
+        class Upsample(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.identity = qnn.QuantIdentity(act_quant=Int8ActPerTensorFixedPoint, return_quant_tensor=True)
+                self.upsample = (qnn.QuantUpsamplingNearest2d(scale_factor=(1, 2.4)) if two_d else
+                                 qnn.QuantUpsample(scale_factor=2))
+                self.relu = torch.nn.ReLU()
+
+            def forward(self, x):
+                return self.relu(self.upsample(self.identity(x)))
+
+        return _export(Upsample(), (4, 6, 8) if two_d else (4, 8), path)
+
+    return build
+
+
 GRAPH_CASES: tuple[Case, ...] = (
     Case("finn_quanthardtanh_binary", "FINN tests/brevitas/test_brevitas_non_scaled_quanthardtanh_export.py "
          "(abits=1, max_val=1.0)", finn_quanthardtanh(1, False, 1.0)),
@@ -181,9 +208,11 @@ GRAPH_CASES: tuple[Case, ...] = (
          "(two (4, 4) inputs)", hls4ml_quanteltwiseadd),
     *(Case(f"hls4ml_merge_{op}", f"hls4ml test/pytest/test_merge_pytorch.py::test_merge[{op}] (two inputs)",
            hls4ml_merge(op)) for op in ("cat", "add", "sub", "minimum", "maximum")),
+    *(Case(f"hls4ml_quant_upsampling{d}d", f"hls4ml test/pytest/test_brevitas_parsing.py::test_pytorch_upsampling{d}d"
+           + (" (scale_factor=(1, 2.4))" if d == 2 else " (scale_factor=2)"), hls4ml_upsampling(d == 2)) for d in (1, 2)),
     Case("hls4ml_multiout_network", "hls4ml test/pytest/test_multiout_network.py::test_multi_clone (two outputs)",
          hls4ml_multiout),
 )
 
 __all__ = ["GRAPH_CASES", "finn_quant_transpose_conv", "finn_quanthardtanh", "hls4ml_merge", "hls4ml_multiout",
-           "hls4ml_quanteltwiseadd", "qonnx_resize_conv"]
+           "hls4ml_quanteltwiseadd", "hls4ml_upsampling", "qonnx_resize_conv"]

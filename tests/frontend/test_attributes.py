@@ -13,6 +13,7 @@ from tessera.compiler.errors import UnsupportedModelError
 from tessera.compiler.frontend.attributes import ATTRIBUTES, MODELLED, NO_EFFECT, Only, schema_default
 from tessera.compiler.frontend.registry import handled_op_types
 from tessera.compiler.independent import independent_check
+from tessera.compiler.ops import crop, maxpool, upsample
 from tessera.compiler.reference.model import OrtReference, reference_model
 from tessera.compiler.samples import sample_codes
 
@@ -76,15 +77,21 @@ def _model(path, mid, in_shape, out_shape, inits=(), opset=13):
     return path
 
 
-def test_resize_nearest_mode_ceil_is_refused(tmp_path):
+def test_resize_nearest_mode_ceil_is_modelled(tmp_path):
     """The issue's first model: Resize with nearest_mode=ceil (half_pixel by default) reads
-    other inputs than nearest upsampling; it compiled and verified before."""
+    other inputs than nearest upsampling (input 1 for output 1; it compiled and verified as a
+    plain upsampling once, then was refused).  Now its own index map, [0, 1, 1, 2, 2, 3, 3, 3]
+    per axis floor((3 j + 6) / 7): an upsampling by 7, a crop from 6 and a pick of every 3rd,
+    equal to the file."""
     m = _model(tmp_path / "r.onnx", [helper.make_node("Resize", ["xq", "", "scales"], ["m"], name="resize", mode="nearest",
                                                       nearest_mode="ceil")], [1, 2, 4, 4], [1, 2, 8, 8],
                [("scales", [1, 1, 2, 2])])
-    with pytest.raises(UnsupportedModelError, match=r"node 'resize' \(Resize\): attributes coordinate_transformation_mode="
-                                                    r"'half_pixel', nearest_mode='ceil' read input 1 for output 1"):
-        api.load_model(m)
+    g = api.load_model(m)
+    assert [(n.op, n.attrs) for n in g.nodes if n.op in ("upsample", "crop", "maxpool")] == [
+        ("upsample", upsample.Attrs((7, 7))), ("crop", crop.Attrs((6, 6), (22, 22))),
+        ("maxpool", maxpool.Attrs((1, 1), (3, 3)))]
+    rep = _independent(m)
+    assert rep.passed and rep.equal == rep.outputs, rep.to_dict()
 
 
 def test_maxpool_same_padding_is_modelled(tmp_path):

@@ -166,13 +166,14 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
         elif op == "leakyrelu":
             x = b.node("LeakyRelu", [x], alpha=float(r.choice([0.125, 0.25, 0.1])))
         elif op == "resize":
-            attrs = {"mode": "nearest"}
+            attrs = {"mode": "nearest" if r.random() < 0.8 else str(r.choice(["linear", "cubic"]))}  # not modelled
             if r.random() < 0.7:
                 attrs["coordinate_transformation_mode"] = str(r.choice(
                     ["half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners", "half_pixel_symmetric"]))
             if r.random() < 0.7:
                 attrs["nearest_mode"] = str(r.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]))
-            x = b.node("Resize", [x, "", b.const([1, 1, int(r.integers(1, 4)), int(r.integers(1, 4))])], **attrs)
+            scale = lambda: float(r.choice([1, 2, 3, 0.5, 0.75, 1.5, 2.4]))  # noqa: E731 - fractional too
+            x = b.node("Resize", [x, "", b.const([1, 1, scale(), scale()])], **attrs)
         else:
             x = b.quant(b.node("GlobalAveragePool", [x]))
             break

@@ -22,8 +22,9 @@ import onnx
 
 from ...errors import UnsupportedModelError
 from ...ir.types import FixedType, power_of_two_exponent
-from ...ops import avgpool, conv, flatten, globalavgpool, maxpool, upsample
-from ..attributes import attribute, ceil_mode_extra, explicit_pads, nearest_sources, required_attribute, schema_default
+from ...ops import avgpool, conv, crop, flatten, globalavgpool, maxpool, upsample
+from ..attributes import (attribute, ceil_mode_extra, explicit_pads, nearest_coordinates, nearest_sources,
+                          required_attribute, schema_default)
 from ..inflight import ascending, move
 from ..load import QUANTIZERS
 from ..registry import handles
@@ -266,11 +267,19 @@ def _window_sum(state: ImportState, node: onnx.NodeProto, kernel: tuple[int, ...
                                           tuple(-z * s for s, z in pairs), source=node.name)
 
 
-# -- upsampling --------------------------------------------------------------------------
+# -- upsampling ---------------------------------------------------------------------------
+#: The largest upsampling factor a fractional nearest Resize is built from (per axis).
+MAX_RESAMPLE_FACTOR = 32
+
+
 @handles("Resize")
 def resize(state: ImportState, node: onnx.NodeProto) -> None:
-    """Nearest upsampling by integer factors: the ONNX index mapping of the node's coordinate
-    transformation and nearest mode must be the copy ``floor(out / scale)``."""
+    """Nearest Resize: every output reads the input index ONNX's coordinate transformation and
+    nearest mode give it.  Integer factors whose copy is ``floor(out / scale)`` are one
+    upsampling; any other scales (fractional, below 1, or another index map) are the exact
+    composite ``in[floor((j * q + o) / p)]`` per axis -- an upsampling by ``p``, a crop from
+    ``o`` and a max pool of kernel 1 and stride ``q`` (a pick) -- with the smallest ``p``
+    whose map equals ONNX's on every output index, else refused in one line."""
     if state.opset < 11:
         raise UnsupportedModelError(f"node '{node.name}' (Resize): opset {state.opset} Resize is not supported "
                                     "(opset 11 or newer)")
@@ -278,30 +287,83 @@ def resize(state: ImportState, node: onnx.NodeProto) -> None:
     if len(node.input) > 3 and node.input[3]:
         raise UnsupportedModelError(f"node '{node.name}' (Resize): input sizes is not supported (give scales)")
     scales = state.optional_const(node, 2, "the scales")
-    if scales is None or scales.size < 3 or np.any(scales[:2] != 1) or np.any(scales != np.round(scales)) or np.any(scales < 1):
-        raise UnsupportedModelError(f"node '{node.name}' (Resize): needs constant integer scales >= 1 on spatial dims only")
-    factors = tuple(int(v) for v in scales[2:])
+    if scales is None or scales.size < 3 or np.any(scales[:2] != 1) or np.any(scales <= 0):
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): needs constant positive scales on spatial dims only")
     transform = str(attribute(node, "coordinate_transformation_mode",
                               schema_default(node, "coordinate_transformation_mode", state.opset)))
     nearest = str(attribute(node, "nearest_mode", schema_default(node, "nearest_mode", state.opset)))
     spatial = state.shape_of(node.input[0])[1:]
     where = f"attributes coordinate_transformation_mode={transform!r}, nearest_mode={nearest!r}"
-    if len(spatial) != len(factors) or not all(spatial):
+    if len(spatial) != scales.size - 2 or not all(spatial):
         raise UnsupportedModelError(f"node '{node.name}' (Resize): the input's shape is unknown, so {where} cannot "
                                     "be checked")
-    for d, (n_in, f) in enumerate(zip(spatial, factors)):
+    steps = []
+    for d, (n_in, scale) in enumerate(zip(spatial, (float(v) for v in scales[2:]))):
+        n_out = int(math.floor(n_in * np.float32(scale)))
         try:
-            src = nearest_sources(n_in * f, n_in, float(f), transform, nearest)
+            src = nearest_sources(n_out, n_in, Fraction(scale), transform, nearest)
+            other = nearest_sources(n_out, n_in, Fraction(scale), transform, nearest, resized=n_in * Fraction(scale))
+            exact = nearest_coordinates(n_out, n_in, Fraction(scale), transform)
+            rounded = nearest_coordinates(n_out, n_in, scale, transform)
         except ValueError:
             raise UnsupportedModelError(f"node '{node.name}' (Resize): {where} are not supported") from None
-        want = np.arange(n_in * f) // f
-        if not np.array_equal(src, want):
-            j = int(np.flatnonzero(src != want)[0])
+        said = f"node '{node.name}' (Resize): {where} with scale {scale:g} on spatial dim {d} ({n_in} -> {n_out})"
+        if not np.array_equal(src, other):
+            j = int(np.flatnonzero(src != other)[0])
             raise UnsupportedModelError(
-                f"node '{node.name}' (Resize): {where} read input {int(src[j])} for output {j} of the x{f} "
-                f"upsampling of spatial dim {d}; only the nearest copy floor(output / {f}) = {int(want[j])} is "
-                "modelled")
-    state.add(node, upsample.OP, [x], upsample.Attrs(factors))
+                f"{said} reads input {int(src[j])} or {int(other[j])} for output {j} as the resized length is {n_out} "
+                f"(the output's) or {n_in * scale:g} ({n_in} x {scale:g}): the file's meaning is ambiguous")
+        missed = next((j for j, (e, r) in enumerate(zip(exact, rounded)) if (2 * e).denominator == 1 and e != r), None)
+        if missed is not None:  # a coordinate on a rounding or neighbour boundary that float64 misses
+            raise UnsupportedModelError(
+                f"{said}: output {missed}'s input coordinate is exactly {exact[missed]}, {rounded[missed]!r} in "
+                "float64; executors disagree on such a boundary, so the file's meaning is ambiguous")
+        step = _resample_step(src, n_in)
+        if step is None:
+            raise UnsupportedModelError(
+                f"node '{node.name}' (Resize): {where} with scale {scale:g} on spatial dim {d} read inputs "
+                f"{src[:8].tolist()}...; no upsampling by at most {MAX_RESAMPLE_FACTOR} and pick of every q-th "
+                "element gives that index map")
+        steps.append((*step, n_out))
+    _resample(state, node, x, steps)
+
+
+def _resample_step(src: np.ndarray, n_in: int) -> tuple[int, int, int] | None:
+    """The smallest ``(p, o, q)`` with ``src[j] == floor((j * q + o) / p)`` for every output
+    index ``j`` (None: no ``p`` up to :data:`MAX_RESAMPLE_FACTOR` does).  ``o`` lies in
+    ``[p * src[0], p * src[0] + p)``, and ``q`` near ``p`` times the mean step of ``src``."""
+    j, last = np.arange(len(src)), len(src) - 1
+    for p in range(1, MAX_RESAMPLE_FACTOR + 1):
+        span = int(src[-1] - src[0])
+        qs = range(1, 2) if last == 0 else range(max(1, p * (span - 1) // last), p * (span + 1) // last + 2)
+        for q in qs:
+            for o in range(p * int(src[0]), p * int(src[0]) + p):
+                if np.array_equal((j * q + o) // p, src):
+                    return p, o, q
+    return None
+
+
+def _resample(state: ImportState, node: onnx.NodeProto, x: str, steps: list[tuple[int, int, int, int]]) -> None:
+    """Per axis ``(p, o, q, n_out)``: an upsampling by ``p``, a crop from ``o`` of the
+    ``(n_out - 1) * q + 1`` elements the picks span (unless the picks start at 0 and end
+    there), a max pool of kernel 1 and stride ``q``; each only where it does something, the
+    last as the node's output."""
+    shape = state.type_of(x).shape[1:]
+    ps, os_, qs, outs = (tuple(step[i] for step in steps) for i in range(4))
+    plan = []
+    if any(p != 1 for p in ps):
+        plan.append((upsample.OP, upsample.Attrs(ps)))
+    upsampled = tuple(n * p for n, p in zip(shape, ps))
+    if any(os_) or tuple((u - 1) // q + 1 for u, q in zip(upsampled, qs)) != outs:  # else the picks end there
+        plan.append((crop.OP, crop.Attrs(os_, tuple((m - 1) * q + 1 for m, q in zip(outs, qs)))))
+    if any(q != 1 for q in qs):
+        plan.append((maxpool.OP, maxpool.Attrs((1,) * len(steps), qs)))
+    if not plan:  # scale 1: the input itself
+        state.values[node.output[0]] = state.values[node.input[0]]
+        return
+    v = x
+    for k, (op, attrs) in enumerate(plan):
+        v = state.add(node, op, [v], attrs, part=None if k == len(plan) - 1 else f"resample{k}").output
 
 
 __all__ = ["average_pool", "global_average_pool", "global_max_pool", "kernel_shape", "max_pool", "pad", "resize",
