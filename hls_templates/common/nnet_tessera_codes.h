@@ -112,17 +112,18 @@ enum { TESSERA_AVG_MULTIPLY_SHIFT = 0, TESSERA_AVG_DIVISION = 1 };
 // The requantization primitive's multiply-shift (tessera/compiler/exact/requant.py, proven by
 // the compiler for every reachable code): clamp((mult * code + add) >> shift, qmin, qmax),
 // computed in prod_T, which holds mult * code + add exactly; the shift is arithmetic (floor).
+// The clamp compares integers: the output's bounds need not fit prod_T.
 template <class prod_T, class code_T, class mult_T, class add_T>
 inline long long tessera_multiply_shift(const code_T &code, const mult_T &mult, const add_T &add, unsigned shift,
                                         long long qmin, long long qmax) {
     #pragma HLS INLINE
     prod_T p = code * mult + add;
-    p = p >> shift;
-    if (p < prod_T(qmin))
-        p = qmin;
-    if (p > prod_T(qmax))
-        p = qmax;
-    return p.to_int64();
+    long long y = (p >> shift).to_int64();
+    if (y < qmin)
+        y = qmin;
+    if (y > qmax)
+        y = qmax;
+    return y;
 }
 
 } // namespace nnet

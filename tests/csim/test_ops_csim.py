@@ -247,3 +247,22 @@ def test_flatten_of_a_held_wider_value_csim(make_graph, make_type, rng, tmp_path
                    ("dense", dense.Attrs(rng.integers(-9, 9, size=(8, 3)), FixedType(5, 2, True), None, None)))
     assert g.values[g.nodes[0].output].ftype.int_bits < 1
     csim_exact(g, tmp_path, io_type, n=60)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_a_rescale_whose_output_bounds_exceed_its_product_csim(make_graph, make_type, tmp_path, io_type):
+    """Codes 0..7 to a 6-bit output (bounds -32..31) by ``R_up(x / 8)``: the multiply-shift's
+    product needs 5 bits, the clamp's bounds 6.  Found by the oracle property: the clamp
+    compared in the product's type, where 31 wraps to -1, so every output was clamped to 31
+    and stored as -1."""
+    from fractions import Fraction
+
+    from tessera.compiler.exact.requant import Step
+    from tessera.compiler.exact.rounding import Rounding
+    from tessera.compiler.ops import rescale
+
+    step = Step(Fraction(1, 8), Fraction(0), Rounding.UP, -32, 31)
+    graph = make_graph(make_type(3, 5, False, (2, 3)), ("relu", relu.Attrs()),
+                       ("rescale", rescale.Attrs((step,), FixedType(6, 2, True))))
+    assert np.array_equal(np.unique(run_ir(graph, sample_codes(graph.values["x"], 50, seed=1))), [0, 1])
+    csim_exact(graph, tmp_path, io_type, n=50)
