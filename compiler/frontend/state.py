@@ -66,6 +66,9 @@ class ImportState:
     #: a MatMul over tokens: its output (the sequence transposed back) -> the 1x1 convolution
     #: computing it, whose bias a constant Add after the MatMul becomes
     token_layers: dict[str, Node] = field(default_factory=dict)
+    #: a bias after float-scaled token sums: the Add's output (sums in flight, features on
+    #: axis 0) -> the transpose back to tokens its Quant applies after rounding
+    token_biases: dict[str, Node] = field(default_factory=dict)
 
     # -- constants ----------------------------------------------------------------------
     def constant(self, name: str, node: onnx.NodeProto, what: str) -> Const:
@@ -111,6 +114,18 @@ class ImportState:
             if vi.name == name:
                 return tuple(d.dim_value for d in vi.type.tensor_type.shape.dim[1:])
         return ()
+
+    def known_shape(self, name: str, node: onnx.NodeProto) -> tuple[int, ...]:
+        """The per-sample shape of ``name``: ONNX shape inference's, else the IR value's it
+        stands for; refused in one line where neither is known."""
+        shape = self.shape_of(name)
+        if shape and all(shape):
+            return shape
+        v = self.values.get(name)
+        value = v.name if isinstance(v, Tensor) else v.value if isinstance(v, Affine) else None
+        if value is None:
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): the shape of input '{name}' is unknown")
+        return tuple(self.type_of(value).shape)
 
     def axis(self, node: onnx.NodeProto, value_name: str, default=None) -> int | None:
         """The node's ``axis`` attribute, negative values counted from the end of the input's

@@ -2,12 +2,13 @@
 token through the same weights, a 1x1 convolution over the tokens between two transposes that
 only relabel the buffer; a constant Add after it is its bias.  The exact reference equals the
 file run in float64 on every output, and the C-simulation equals the reference in both io
-types.  A bias after float-scaled token sums is refused in one line (its per-feature offsets
-would have to leave the channel axis)."""
+types.  A bias after float-scaled token sums is a per-feature offset of the convolution's
+accumulator: the Quant after it rounds per feature, then the transpose back moves its codes."""
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
@@ -35,23 +36,37 @@ def _tokens(path, float_weights: bool = False, bias: bool = False, second: bool 
 
 
 @pytest.mark.parametrize("float_weights,bias,second", [(False, False, False), (False, True, False), (True, False, False),
-                                                       (False, True, True)])
+                                                       (False, True, True), (True, True, False), (True, True, True)])
 def test_matmul_over_tokens_is_exact(tmp_path, float_weights, bias, second):
     g = _exact_and_independent(_tokens(tmp_path / "m.onnx", float_weights, bias, second), 1000)
     convs = [n for n in g.nodes if n.op == "conv"]
-    assert len(convs) == (2 if second else 1) and (convs[0].attrs.bias is not None) == bias
+    assert len(convs) == (2 if second else 1) and (convs[0].attrs.bias is not None) == (bias and not float_weights)
     assert g.values[g.output].shape == (TOKENS, 3 if second else OUT)
 
 
-def test_a_bias_after_float_scaled_token_sums_is_refused_in_one_line(tmp_path):
-    refused_in_one_line(_tokens(tmp_path / "m.onnx", float_weights=True, bias=True),
-                        r"node 'bias' \(Add\): constant of shape \[4\] varies over the positions of a tensor of shape")
+def test_a_bias_after_float_scaled_token_sums_is_rounded_per_feature_before_the_transpose(tmp_path):
+    g = _exact_and_independent(_tokens(tmp_path / "m.onnx", float_weights=True, bias=True), 1000)
+    assert [n.op for n in g.nodes] == ["transpose", "conv", "rescale", "transpose"]
+    assert len(g.nodes[2].attrs.steps) == OUT  # one step per feature: the bias differs per feature
+
+
+def test_a_bias_after_float_scaled_token_sums_read_by_another_op_is_refused_in_one_line(tmp_path):
+    path = _tokens(tmp_path / "m.onnx", float_weights=True, bias=True)
+    m = onnx.load(str(path))
+    quant = next(n for n in m.graph.node if n.input[0] == "mb")
+    relu = helper.make_node("Relu", ["mb"], ["mr"], name="relu")
+    quant.input[0] = "mr"
+    m.graph.node.insert(list(m.graph.node).index(quant), relu)
+    onnx.save(m, str(path))
+    refused_in_one_line(path, r"node 'bias' \(Add\): a constant of shape \[4\] after float-scaled sums over tokens is "
+                              r"supported as their bias \(one value per output feature, 4\) before a Quant only")
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
-def test_matmul_over_tokens_csim_equals_reference_and_users_model(tmp_path, io_type):
-    csim_verified(_tokens(tmp_path / "m.onnx", bias=True, second=True), tmp_path / "prj", io_type, 200, TOKENS * 3)
+@pytest.mark.parametrize("io_type, float_weights", [("io_parallel", False), ("io_stream", True)])
+def test_matmul_over_tokens_csim_equals_reference_and_users_model(tmp_path, io_type, float_weights):
+    csim_verified(_tokens(tmp_path / "m.onnx", float_weights, bias=True, second=True), tmp_path / "prj", io_type, 200,
+                  TOKENS * 3)
 
 
 def test_a_matmul_over_the_length_of_a_signal_is_refused_at_compile_in_one_line(tmp_path):

@@ -204,6 +204,10 @@ def add(state: ImportState, node: onnx.NodeProto) -> None:
     aligned exactly where scales are real); a constant bias after a MatMul / Conv (folded
     into the layer)."""
     kinds = [state.values.get(v) for v in node.input]
+    tokens = next((v for v in node.input if v in state.token_layers and isinstance(state.values.get(v), Affine)), None)
+    if tokens is not None:
+        _token_bias_in_flight(state, node, tokens)
+        return
     if any(isinstance(k, (Affine, RawInput)) for k in kinds) and constant_arith(state, node):
         return
     if real_add(state, node):
@@ -241,6 +245,34 @@ def _fold_bias(state: ImportState, node: onnx.NodeProto) -> None:
     prod.output = node.output[0]  # the Add folds into the layer
     state.graph.origin[prod.output] = node.name
     state.values[node.output[0]] = Tensor(node.output[0])
+
+
+def _token_bias_in_flight(state: ImportState, node: onnx.NodeProto, a: str) -> None:
+    """``tokens @ W + b`` with float-scaled weights: the sums are in flight, and a bias per
+    output feature is a per-channel offset of the convolution's accumulator, before the
+    transpose back to tokens (after it the features lie on the last axis, where no meaning
+    is per channel).  So the transpose waits: the Quant that must follow rounds the
+    accumulator per feature, then the transpose moves its codes (``state.token_biases``)."""
+    c = node.input[1] if node.input[0] == a else node.input[0]
+    b = np.asarray(state.const(c, node, "one operand"), dtype=np.float64)
+    back = state.graph.producer(state.values[a].value)  # the transpose of the accumulator codes
+    features = state.type_of(back.inputs[0]).shape[0]
+    users = state.users(node.output[0])
+    if b.size not in (1, features) or (b.size > 1 and b.shape[-1] != features) or len(state.users(a)) != 1 or \
+            len(users) != 1 or users[0].op_type not in QUANTIZERS:
+        raise UnsupportedModelError(f"node '{node.name}' (Add): a constant of shape {list(b.shape)} after float-scaled "
+                                    f"sums over tokens is supported as their bias (one value per output feature, "
+                                    f"{features}) before a Quant only")
+    check_finite(b, node, c)
+    state.token_layers.pop(a)
+    state.graph.nodes.remove(back)
+    state.graph.origin.pop(back.output, None)
+    pre = state.values[a]
+    pairs = pre.each() if pre.channels > 1 else pre.each() * features
+    bias = fractions(np.broadcast_to(b.reshape(-1), (features,)))
+    state.values[node.output[0]] = replace(pre, value=back.inputs[0], a=tuple(m for m, _ in pairs),
+                                           b=tuple(o + v for (_, o), v in zip(pairs, bias)), source=node.name)
+    state.token_biases[node.output[0]] = back
 
 
 def _fold_token_bias(state: ImportState, node: onnx.NodeProto, a: str, src: str, b: np.ndarray) -> None:

@@ -29,7 +29,7 @@ from ...errors import UnsupportedModelError
 from ...exact.rounding import Rounding, div_round_int
 from ...ir.meaning import CodeScale
 from ...ir.types import MAX_WIDTH, FixedType, dyadic_codes, dyadic_parts, power_of_two_exponent
-from ...ops import quant
+from ...ops import OPS, quant
 from ..attributes import attribute
 from ..load import QONNX_DOMAIN
 from ..real import Quantizer, as_affine, check_finite, constant_codes, grid_frac, per_channel, quant_of_affine
@@ -112,6 +112,9 @@ def quant_node(state: ImportState, node: onnx.NodeProto) -> None:
         _quantize_raw_input(state, node, x, q, grid, bits, signed, narrow)
         return
     ap_fixed = rounding.ap_fixed is not None and not (narrow and not signed)
+    if node.input[0] in state.token_biases:
+        _quant_then_tokens(state, node, x, q)
+        return
     if isinstance(x, Affine) or (isinstance(x, Tensor) and (x.name in state.graph.scales or grid is None or
                                                              not ap_fixed)):
         quant_of_affine(state, node, as_affine(state, node.input[0], node), q)
@@ -125,6 +128,17 @@ def quant_node(state: ImportState, node: onnx.NodeProto) -> None:
         state.add(node, deferred.op, deferred.inputs, deferred.make(attrs), reads_real=deferred.reads_real)
         return
     state.add(node, quant.OP, [state.tensor(node.input[0], node)], attrs)
+
+
+def _quant_then_tokens(state: ImportState, node: onnx.NodeProto, x: Affine, q: Quantizer) -> None:
+    """The Quant after biased float-scaled token sums (``state.token_biases``): rounded per
+    feature on the convolution's accumulator, then transposed back to tokens."""
+    back = state.token_biases.pop(node.input[0])
+    if q.meaning.channels > 1:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): per-feature scales or zero points after "
+                                    "biased float-scaled sums over tokens are not supported")
+    codes = quant_of_affine(state, node, x, q, part="features")
+    state.add(node, OPS[back.op], [codes], back.attrs, keeps_scale=True)
 
 
 def _fuse_float_scale(state: ImportState, node: onnx.NodeProto, q: Quantizer, bits: int, signed: bool,

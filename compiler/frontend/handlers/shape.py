@@ -136,7 +136,7 @@ def _join_sequences(state: ImportState, node: onnx.NodeProto) -> None:
 def slice_node(state: ImportState, node: onnx.NodeProto) -> None:
     """``x[:, c0:c1, a0:a1, ...]`` with step 1: a box of channels and spatial positions
     (:func:`_crop`), each bound clamped to its axis as ONNX does."""
-    rank = len(state.shape_of(node.input[0])) + 1
+    rank = len(state.known_shape(node.input[0], node)) + 1
     if state.opset >= 10:
         starts, ends = (state.const(state.input_name(node, i, what), node, what).astype(np.int64).reshape(-1)
                         for i, what in ((1, "the starts"), (2, "the ends")))
@@ -151,7 +151,7 @@ def slice_node(state: ImportState, node: onnx.NodeProto) -> None:
     if not len(starts) == len(ends) == len(axes) == len(set(axes.tolist())) or not len(axes):
         raise UnsupportedModelError(f"node '{node.name}' (Slice): starts={starts.tolist()}, ends={ends.tolist()} and "
                                     f"axes={axes.tolist()} are not one bound pair per distinct axis")
-    dims = (1, *state.shape_of(node.input[0]))
+    dims = (1, *state.known_shape(node.input[0], node))
     clamp = lambda v, a: int(np.clip(v + dims[a] if v < 0 else v, 0, dims[a]))  # noqa: E731
     _crop(state, node, {int(a): (clamp(b, a), clamp(e, a)) for a, b, e in zip(axes, starts, ends)})
 
@@ -160,8 +160,8 @@ def _crop(state: ImportState, node: onnx.NodeProto, box: dict[int, tuple[int, in
     """The node's input cut to ``box`` (ONNX axis -> [begin, end), the other axes whole): the
     ``crop`` op, codes copied; a value in flight keeps flying, each kept channel's constants
     with it."""
-    rank = len(state.shape_of(node.input[0])) + 1
-    dims = (1, *state.shape_of(node.input[0]))
+    dims = (1, *state.known_shape(node.input[0], node))
+    rank = len(dims)
     if box.get(0, (0, 1)) != (0, 1) or any(e <= b for b, e in box.values()):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): the box {dict(sorted(box.items()))} selects "
                                     "nothing or slices the batch")
@@ -175,9 +175,8 @@ def _crop(state: ImportState, node: onnx.NodeProto, box: dict[int, tuple[int, in
 def split(state: ImportState, node: onnx.NodeProto) -> None:
     """Pieces along one non-batch axis, each output a :func:`_crop` of its extent; without
     sizes, equal parts (opset 18: the last one smaller where they do not divide the axis)."""
-    rank = len(state.shape_of(node.input[0])) + 1
-    axis = int(attribute(node, "axis", 0)) % rank
-    dims = (1, *state.shape_of(node.input[0]))
+    dims = (1, *state.known_shape(node.input[0], node))
+    axis = int(attribute(node, "axis", 0)) % len(dims)
     sizes = state.optional_const(node, 1, "the split") if state.opset >= 13 else attribute(node, "split")
     n = len(node.output)
     if sizes is None and (state.opset >= 18 or dims[axis] % n == 0):

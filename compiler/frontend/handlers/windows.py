@@ -51,7 +51,7 @@ def window(state: ImportState, node: onnx.NodeProto, kernel: tuple[int, ...],
         return strides, tuple(a + b for a, b in zip(own, padded.pads))
     pads = attribute(node, "pads")
     auto_pad = str(attribute(node, "auto_pad", "NOTSET"))
-    spatial = state.shape_of(node.input[0])[1:] if auto_pad.startswith("SAME") else (0,) * n
+    spatial = state.known_shape(node.input[0], node)[1:] if auto_pad.startswith("SAME") else (0,) * n
     if auto_pad.startswith("SAME") and len(spatial) != n:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute auto_pad={auto_pad} needs the "
                                     "input's shape, which is unknown")
@@ -210,7 +210,7 @@ def reduce_mean(state: ImportState, node: onnx.NodeProto) -> None:
     """``x.mean((2, 3))``: the mean over every spatial axis.  With the axes kept it is a
     ``GlobalAveragePool``; without (``keepdims=0``, torch's default) it is the exact channel
     sum with its average in flight (:func:`_window_sum`), flattened to ``(N, C)``."""
-    rank = len(state.shape_of(node.input[0])) + 1
+    rank = len(state.known_shape(node.input[0], node)) + 1
     axes = state.optional_const(node, 1, "the axes") if state.opset >= 18 else attribute(node, "axes")
     axes = sorted({int(a) % rank for a in np.asarray(axes, dtype=np.int64).reshape(-1)}) if axes is not None else None
     keepdims = int(attribute(node, "keepdims", 1))
@@ -292,7 +292,7 @@ def resize(state: ImportState, node: onnx.NodeProto) -> None:
     transform = str(attribute(node, "coordinate_transformation_mode",
                               schema_default(node, "coordinate_transformation_mode", state.opset)))
     nearest = str(attribute(node, "nearest_mode", schema_default(node, "nearest_mode", state.opset)))
-    spatial = state.shape_of(node.input[0])[1:]
+    spatial = state.known_shape(node.input[0], node)[1:]
     where = f"attributes coordinate_transformation_mode={transform!r}, nearest_mode={nearest!r}"
     if len(spatial) != scales.size - 2 or not all(spatial):
         raise UnsupportedModelError(f"node '{node.name}' (Resize): the input's shape is unknown, so {where} cannot "
