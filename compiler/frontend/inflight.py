@@ -23,8 +23,9 @@ import onnx
 from ..errors import UnsupportedModelError
 from ..ir.meaning import CodeScale
 from ..ir.types import FixedType
-from ..ops import conv, dense, merge
+from ..ops import merge
 from ..ops.base import OpDef
+from .integer import integer_scale
 from .real import as_affine, reads_scaled
 from .state import ImportState
 from .values import Affine
@@ -80,24 +81,6 @@ def ascending(state: ImportState, node: onnx.NodeProto, f: Affine) -> Affine:
     signs = [-1 if a < 0 else 1 for a, _ in pairs]
     flipped = integer_scale(state, node, f.value, signs, "negated")
     return replace(f, value=flipped, a=tuple(abs(a) for a, _ in pairs), b=tuple(b for _, b in pairs))
-
-
-def integer_scale(state: ImportState, node: onnx.NodeProto, value: str, factors: list[int], part: str) -> str:
-    """``value``'s codes times an integer per channel (axis 0), exactly: a 1x1 depthwise
-    convolution of a map, a diagonal dense layer of a vector.  Returns the IR value."""
-    t = state.type_of(value)
-    channels = t.shape[0]
-    k = np.asarray(factors if len(factors) > 1 else factors * channels, dtype=np.int64)
-    wtype = FixedType.for_range(min(int(k.min()), 0), max(int(k.max()), 0), 0)
-    if len(t.shape) == 1:
-        attrs = dense.Attrs(np.diag(k), wtype, None, None)
-        op = dense.OP
-    else:
-        n = len(t.shape) - 1
-        attrs = conv.Attrs(k.reshape(channels, 1, *(1,) * n), wtype, None, None, (1,) * n, (0,) * (2 * n),
-                           group=channels)
-        op = conv.OP
-    return state.add(node, op, [value], attrs, reads_real=True, part=part).output
 
 
 def bend(state: ImportState, node: onnx.NodeProto, slopes: tuple[Fraction, ...]) -> None:
@@ -162,4 +145,4 @@ def join(state: ImportState, node: onnx.NodeProto) -> None:
         state.graph.scales[out] = CodeScale(one_or_each(joined.a), one_or_each(-b / a for a, b in joined.each()))
 
 
-__all__ = ["ascending", "bend", "bends_in_flight", "in_flight", "integer_scale", "join", "move", "one_or_each"]
+__all__ = ["ascending", "bend", "bends_in_flight", "in_flight", "join", "move", "one_or_each"]

@@ -30,6 +30,7 @@ from ..ir.meaning import CodeScale
 from ..ir.types import MAX_WIDTH, FixedType, bits_for_range, dyadic_codes, power_of_two_exponent
 from ..ops import OPS, Trait, maximum, merge, rescale
 from .clips import clip_codes, compose_clip
+from .integer import integer_scale
 from .state import ImportState
 from .values import Affine, Const, RawInput, Tensor, fractions
 
@@ -147,6 +148,10 @@ def real_linear(state: ImportState, node: onnx.NodeProto, x: str, weight: Const,
                                     "only per-output-channel scales are supported")
     meaning = state.code_scale(x)
     zeros = [z for _, z in meaning.each() if z]
+    if zeros and (any(extra.get("pads", ())) or Trait.SCATTER in op_module.OP.traits) and \
+            all(z.denominator == 1 for z in zeros):
+        x = _without_zero_points(state, node, x, meaning)
+        meaning, zeros = state.code_scale(x), []
     if zeros and (any(extra.get("pads", ())) or Trait.SCATTER in op_module.OP.traits):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): a zero point {float(zeros[0]):g} on a "
                                     "padded or transposed convolution's input is not supported (its padding and its "
@@ -166,6 +171,16 @@ def real_linear(state: ImportState, node: onnx.NodeProto, x: str, weight: Const,
                                         "integer weights; requantize the input per tensor first") from None
     state.add(node, op_module.OP, [x], attrs)
     state.values[node.output[0]] = Affine(node.output[0], a, bb, source=node.name)
+
+
+def _without_zero_points(state: ImportState, node: onnx.NodeProto, x: str, meaning: CodeScale) -> str:
+    """Codes ``q - z`` (integer zero points ``z``, per channel or one): the same real values
+    with zero point 0, so that a padded or transposed convolution's zeros are real zeros (a
+    1x1 depthwise convolution of weight 1 and bias ``-z``, exact)."""
+    pairs = meaning.each()
+    shifted = integer_scale(state, node, x, [1], "zero_point", [-int(z) for _, z in pairs])
+    state.graph.scales[shifted] = CodeScale(tuple(s for s, _ in pairs), (Fraction(0),) * len(pairs))
+    return shifted
 
 
 def _input_channels(node: onnx.NodeProto, shape: tuple[int, ...], out_axis: int, group: int, channels: int) -> np.ndarray:

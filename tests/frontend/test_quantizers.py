@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from .test_real_constants import _exact_and_independent, _f, _quant, _save, refused_in_one_line
+from .test_real_constants import _exact_and_independent, _f, _quant, _save, csim_verified, refused_in_one_line
 
 ACT, WEIGHT = 2.0 ** -4, 2.0 ** -5
 
@@ -172,9 +172,11 @@ def test_what_cannot_carry_or_fold_a_scale_is_refused_in_one_line(tmp_path):
                   helper.make_node("ConvTranspose", [src, "Wtq"], [out], name="ConvT", kernel_shape=[2, 2], strides=[2, 2])]
         return [_f("Wt", r.integers(-15, 16, (3, 2, 2, 2)) * WEIGHT)]
     # each output of a stride-2 transposed convolution reads one of the four taps: the zero
-    # point's correction differs by position (it was wrong before this refusal)
-    refused_in_one_line(_conv_graph(tmp_path / "ct.onnx", 0.0371, 3.0, transposed_conv, (2, 8, 8)),
-                        r"node 'ConvT' \(ConvTranspose\): a zero point 3 on a padded or transposed")
+    # point's correction differs by position (it was wrong before this refusal); an integer
+    # zero point is taken out of the codes first (test_a_zero_point_before_a_padded_or_
+    # transposed_convolution_leaves_the_codes), a real one cannot be
+    refused_in_one_line(_conv_graph(tmp_path / "ct.onnx", 0.0371, 2.5, transposed_conv, (2, 8, 8)),
+                        r"node 'ConvT' \(ConvTranspose\): a zero point 2.5 on a padded or transposed")
 
     def dense(nodes, src, out, r):
         nodes += [helper.make_node("Flatten", [src], ["fl"], name="Flatten_1", axis=1),
@@ -187,6 +189,29 @@ def test_what_cannot_carry_or_fold_a_scale_is_refused_in_one_line(tmp_path):
                              r"into integer weights needs multiples up to \d+")):
         far_apart = np.array([1.0, spread, 0.3], dtype=np.float32).reshape(1, 3, 1, 1)
         refused_in_one_line(_conv_graph(tmp_path / "d.onnx", far_apart, 0.0, dense, (4,)), message)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_zero_point_before_a_padded_or_transposed_convolution_leaves_the_codes(tmp_path, stride):
+    """Codes with zero point 3 (an unsigned Quant) read by a transposed convolution, or by a
+    3x3 convolution padded by 1: the padding's zeros and the scattered sums read real zeros
+    only on codes ``q - 3`` -- an exact 1x1 depthwise convolution of weight 1 and bias -3
+    first, then the layer on the shifted codes (MelGAN's preprocessed input, ``(mel + 5) / 5``
+    before a padded Conv1d, is such a case)."""
+    def layer(nodes, src, out, r):
+        if stride == 1:
+            nodes += [_quant("Wt", "sw", "zero", "b4", "Wtq"),
+                      helper.make_node("Conv", [src, "Wtq"], [out], name="Conv_2", kernel_shape=[3, 3], pads=[1] * 4)]
+            return [_f("Wt", r.integers(-15, 16, (2, 3, 3, 3)) * WEIGHT)]
+        nodes += [_quant("Wt", "sw", "zero", "b4", "Wtq"),
+                  helper.make_node("ConvTranspose", [src, "Wtq"], [out], name="ConvT", kernel_shape=[2, 2],
+                                   strides=[2, 2])]
+        return [_f("Wt", r.integers(-15, 16, (3, 2, 2, 2)) * WEIGHT)]
+    g = _exact_and_independent(_conv_graph(tmp_path / "m.onnx", 0.0371, 3.0, layer, (2, 4 * stride, 4 * stride)))
+    shift = next(n for n in g.nodes if n.name.endswith("/zero_point"))
+    assert shift.op == "conv" and shift.attrs.bias.tolist() == [-3, -3, -3]
+    if stride == 2:
+        csim_verified(tmp_path / "m.onnx", tmp_path / "prj", "io_stream", 100, 2 * 8 * 8)
 
 
 def test_trunc_with_a_zero_point_rounds_its_ties_exactly(tmp_path):
