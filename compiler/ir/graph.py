@@ -111,17 +111,18 @@ class Graph:
     def outputs(self) -> list[str]:
         return [p.value for p in self.output_ports]
 
+    @staticmethod
+    def _sole(ports: list, what: str):
+        if len(ports) != 1:
+            raise UnsupportedModelError(f"the design has {len(ports)} {what} ({', '.join(p.onnx_name for p in ports)}); "
+                                        "this step handles one")
+        return ports[0]
+
     def _sole_input(self) -> InputPort:
-        if len(self.input_ports) != 1:
-            raise UnsupportedModelError(f"the design has {len(self.input_ports)} inputs "
-                                        f"({', '.join(p.onnx_name for p in self.input_ports)}); this step handles one")
-        return self.input_ports[0]
+        return self._sole(self.input_ports, "inputs")
 
     def _sole_output(self) -> OutputPort:
-        if len(self.output_ports) != 1:
-            raise UnsupportedModelError(f"the design has {len(self.output_ports)} outputs "
-                                        f"({', '.join(p.onnx_name for p in self.output_ports)}); this step handles one")
-        return self.output_ports[0]
+        return self._sole(self.output_ports, "outputs")
 
     @property
     def input(self) -> str:
@@ -129,10 +130,7 @@ class Graph:
 
     @input.setter
     def input(self, value: str) -> None:
-        if self.input_ports:
-            self._sole_input().value = value
-        else:
-            self.input_ports.append(InputPort(value))
+        self._set_sole(self.input_ports, InputPort, value)
 
     @property
     def output(self) -> str:
@@ -140,10 +138,14 @@ class Graph:
 
     @output.setter
     def output(self, value: str) -> None:
-        if self.output_ports:
-            self._sole_output().value = value
+        self._set_sole(self.output_ports, OutputPort, value)
+
+    def _set_sole(self, ports: list, port_type: type, value: str) -> None:
+        """The one port's value (a new port where there is none)."""
+        if ports:
+            self._sole(ports, "ports").value = value
         else:
-            self.output_ports.append(OutputPort(value))
+            ports.append(port_type(value))
 
     @property
     def input_quant(self) -> Any:
