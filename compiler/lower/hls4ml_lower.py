@@ -125,7 +125,14 @@ class HlsLowering:
     def alias(self, node: Node, perm: np.ndarray) -> None:
         """A layout-only op: its output is its input's hls4ml tensor with another index map."""
         self.layer_of[node.output] = self.layer_of[node.inputs[0]]
+        self.held[node.output] = self.held.get(node.inputs[0])
         self.perm[node.output] = perm
+
+    def held_int_bits(self, value: str) -> int:
+        """The integer bits of the type ``value`` is held in (as its producer wrote it)."""
+        held = self.held.get(value)
+        m = re.match(r"u?fixed<\s*(\d+)\s*,\s*(-?\d+)", held or "")
+        return int(m.group(2)) if m else self.graph.values[value].ftype.int_bits
 
     def run(self) -> None:
         for value, name in zip(self.graph.inputs, self.input_layers()):

@@ -9,13 +9,16 @@ integers with shifts, independently of the float64 onnxruntime form.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
 from .base import IoType, OpDef, Trait
+from ..exact.requant import Step
 from ..exact.rounding import Rounding, round_float, shift_round
+from . import rescale
 from .base.cost import Work, elementwise_work
 
 
@@ -104,6 +107,14 @@ class Requant(OpDef[Attrs]):
         return builder.op("Cast", [v], to="int64")
 
     def lower(self, attrs: Attrs, hls, node, ins, out):
+        if hls.held_int_bits(node.inputs[0]) < -attrs.out.frac:
+            # ap_fixed's conversion would read the input's bit at the output's rounding position,
+            # above the input's MSB (Xilinx's ap_private asserts): the requantization primitive
+            # reads the input's codes instead
+            step = Step(Fraction(2) ** (attrs.out.frac - ins[0].ftype.frac), Fraction(0), attrs.rounding, attrs.qmin,
+                        attrs.qmax)
+            rescale.OP.lower(rescale.Attrs((step,), attrs.out), hls, node, ins, out)
+            return
         hls.add_layer(node, {"class_name": "Activation", "activation": "linear"},
                      {"result": hls_precision(attrs, node.name)})
 

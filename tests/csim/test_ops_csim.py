@@ -266,3 +266,22 @@ def test_a_rescale_whose_output_bounds_exceed_its_product_csim(make_graph, make_
                        ("rescale", rescale.Attrs((step,), FixedType(6, 2, True))))
     assert np.array_equal(np.unique(run_ir(graph, sample_codes(graph.values["x"], 50, seed=1))), [0, 1])
     csim_exact(graph, tmp_path, io_type, n=50)
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_a_requant_whose_rounding_bit_lies_above_its_inputs_msb_csim(make_graph, make_type, tmp_path, io_type):
+    """A rescale's 3-bit codes of 2**-5 (MSB 2**-3) rounded onto 2**-1, whose rounding bit is
+    2**-2: ap_fixed's conversion read that bit beyond the input's MSB and the C-simulation
+    aborted (found by the oracle property); the requantization primitive reads codes.  Every
+    |value| < 1/4 rounds to 0 (a truncation reads no rounding bit: FLOOR never aborted)."""
+    from fractions import Fraction
+
+    from tessera.compiler.exact.requant import Step
+    from tessera.compiler.exact.rounding import Rounding
+    from tessera.compiler.ops import rescale
+
+    step = Step(Fraction(1, 8), Fraction(0), Rounding.ROUND, -4, 3)
+    graph = make_graph(make_type(6, 2, True, (2, 3)), ("rescale", rescale.Attrs((step,), FixedType(3, 5, True))),
+                       ("requant", quant.Attrs(FixedType(8, 1, True), False, "ROUND")))
+    assert np.array_equal(np.unique(run_ir(graph, sample_codes(graph.values["x"], 50, seed=1))), [0])
+    csim_exact(graph, tmp_path, io_type, n=50)

@@ -243,22 +243,23 @@ def test_random_graphs_are_refused_or_equal_the_users_model(tmp_path):
 
 @pytest.mark.csim
 def test_random_graphs_csimulate_like_the_users_model(tmp_path):
-    """The first compiled random graphs all the way: compile (which may still refuse in one
-    line what only the HLS lowering cannot build), g++ C-simulation, verify (which includes the
-    independent check)."""
+    """The first compiled random graphs all the way, in io_parallel and io_stream alternately:
+    compile (which may still refuse in one line what only the HLS lowering cannot build), g++
+    C-simulation, verify (which includes the independent check)."""
     out = _RESULTS.get("oracle") or _cases(min(N_CASES, 60), tmp_path)
     t0, outputs, verified, refused = time.perf_counter(), 0, 0, 0
     for i, path in enumerate(out["compiled_paths"]):
         if verified == N_CSIM:
             break
+        io = ("io_parallel", "io_stream")[verified % 2]  # both io types, alternately
         try:
-            prj = api.compile_model(path, tmp_path / f"prj{i}", api.CompileOptions(tb_samples=8)).project
+            prj = api.compile_model(path, tmp_path / f"prj{i}", api.CompileOptions(io_type=io, tb_samples=8)).project
         except TesseraError as exc:
             assert str(exc) and "\n" not in str(exc), str(exc)
             refused += 1
             continue
         rep = api.verify_project(path, prj, api.VerifyOptions(samples=100, user_samples=0))
-        assert rep.passed and rep.mismatches == 0, (path, rep.independent.line(), rep.to_dict())
+        assert rep.passed and rep.mismatches == 0, (path, io, rep.independent.line(), rep.to_dict())
         outputs += rep.outputs
         verified += 1
     # hundreds of graphs compile: a refusal by the HLS lowering may skip a few, never all
