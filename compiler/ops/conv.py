@@ -55,6 +55,15 @@ class Attrs:
         return self.group > 1 and self.group == self.c_in == self.weight.shape[0]
 
 
+def _one_row_strided(attrs: "Attrs", io) -> bool:
+    """A 2D convolution hls4ml's io_stream Conv2D computes wrongly: a one-row kernel wider than
+    one column with a row stride above 1 (its stream kernel ignores that stride: measured
+    595 of 960 outputs wrong for a 1x3 kernel of strides (2, 1)); Tessera's 3D kernel
+    computes it as depth 1."""
+    k, s = attrs.weight.shape[2:], attrs.strides
+    return attrs.ndim == 2 and str(io) == "io_stream" and k[0] == 1 and s[0] > 1 and k[1] > 1
+
+
 def dense_weight(attrs: Attrs) -> np.ndarray:
     """The (c_out, c_in, *kernel) weights of the ungrouped conv that computes the same sums:
     zero between groups."""
@@ -213,13 +222,16 @@ class Conv(LinearOp[Attrs]):
                                         f"channels-last (its {x.shape} codes are held in another order, e.g. a "
                                         "MatMul over the length of a 1D signal) is not supported")
         bias, btype = bias_or_zeros(attrs, attrs.weight.shape[0], out)
-        native_depthwise = attrs.depthwise and attrs.ndim == 2
+        lifted = _one_row_strided(attrs, hls.opts.io_type)  # our 3D kernel, as depth 1
+        native_depthwise = attrs.depthwise and attrs.ndim == 2 and not lifted
         # kernel layout (*kernel, c_in, c_out), as hls4ml's Conv2D and our Conv3D expect;
         # hls4ml's DepthwiseConv2D takes (*kernel, c)
         full = attrs.weight if native_depthwise else dense_weight(attrs)
         w = full.transpose(*range(2, 2 + attrs.ndim), 1, 0)
         if native_depthwise:
             w = w[..., 0, :]
+        if lifted:
+            w = w[None]
         layer = {
             "data_format": "channels_last",
             "n_chan": attrs.c_in,
@@ -227,18 +239,22 @@ class Conv(LinearOp[Attrs]):
             ("depthwise_data" if native_depthwise else "weight_data"): np.ldexp(w.astype(np.float64), -attrs.wtype.frac),
             "bias_data": np.ldexp(bias.astype(np.float64), -btype.frac),
         }
-        dims = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}[attrs.ndim]
-        begin = {1: ("left",), 2: ("top", "left"), 3: ("front", "top", "left")}[attrs.ndim]
-        end = {1: ("right",), 2: ("bottom", "right"), 3: ("back", "bottom", "right")}[attrs.ndim]
+        ndim = 3 if lifted else attrs.ndim
+        dims = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}[ndim]
+        begin = {1: ("left",), 2: ("top", "left"), 3: ("front", "top", "left")}[ndim]
+        end = {1: ("right",), 2: ("bottom", "right"), 3: ("back", "bottom", "right")}[ndim]
+        lift = (1,) * (ndim - attrs.ndim)  # a lifted 2D convolution: depth 1
+        spatial_in, spatial_out = lift + tuple(x.shape[1:]), lift + tuple(out.shape[1:])
+        kernel, strides = lift + tuple(attrs.weight.shape[2:]), lift + tuple(attrs.strides)
+        pads = (0,) * len(lift) + tuple(attrs.pads[:attrs.ndim]) + (0,) * len(lift) + tuple(attrs.pads[attrs.ndim:])
         for i, d in enumerate(dims):
-            layer[f"in_{d}"] = x.shape[1 + i]
-            layer[f"out_{d}"] = out.shape[1 + i]
-            layer[f"filt_{d}"] = attrs.weight.shape[2 + i]
-            layer[f"stride_{d}"] = attrs.strides[i]
-            layer[f"pad_{begin[i]}"] = attrs.pads[i]
-            layer[f"pad_{end[i]}"] = attrs.pads[attrs.ndim + i]
-        layer["class_name"] = {1: "Conv1D", 3: "TesseraConv3D"}.get(attrs.ndim,
-                                                                   "DepthwiseConv2D" if native_depthwise else "Conv2D")
+            layer[f"in_{d}"] = spatial_in[i]
+            layer[f"out_{d}"] = spatial_out[i]
+            layer[f"filt_{d}"] = kernel[i]
+            layer[f"stride_{d}"] = strides[i]
+            layer[f"pad_{begin[i]}"] = pads[i]
+            layer[f"pad_{end[i]}"] = pads[ndim + i]
+        layer["class_name"] = {1: "Conv1D", 3: "TesseraConv3D"}.get(ndim, "DepthwiseConv2D" if native_depthwise else "Conv2D")
         if native_depthwise:
             layer["depth_multiplier"] = 1
         precision = {"weight": attrs.wtype.hls(), "bias": btype.hls(), "accum": out.ftype.hls(), "result": out.ftype.hls()}
@@ -257,7 +273,7 @@ class Conv(LinearOp[Attrs]):
         k = w.shape[2:]
         extent = padded(x, attrs.pads)
         buf, fill = plane_buffer(x, out, k, attrs.strides, attrs.pads)  # Tessera's 3D kernel
-        if attrs.ndim < 3:  # hls4ml's Conv1D / Conv2D
+        if attrs.ndim < 3 and not _one_row_strided(attrs, io):  # hls4ml's Conv1D / Conv2D
             buf = window_registers(x, k) if attrs.ndim == 1 else line_buffer_2d(x, k[0], attrs.pads)
         stream = io == "io_stream"
         return linear_work(ins, out, macs=self.macs(attrs, ins, out), weight_bits=self.weight_bits(attrs),

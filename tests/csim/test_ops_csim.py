@@ -285,3 +285,17 @@ def test_a_requant_whose_rounding_bit_lies_above_its_inputs_msb_csim(make_graph,
                        ("requant", quant.Attrs(FixedType(8, 1, True), False, "ROUND")))
     assert np.array_equal(np.unique(run_ir(graph, sample_codes(graph.values["x"], 50, seed=1))), [0])
     csim_exact(graph, tmp_path, io_type, n=50)
+
+
+@pytest.mark.parametrize("kernel, strides, depthwise", [((1, 3), (2, 1), False), ((1, 2), (3, 2), True)])
+def test_a_one_row_kernel_with_a_row_stride_in_io_stream_csim(make_graph, make_type, rng, tmp_path, kernel, strides,
+                                                             depthwise):
+    """hls4ml's stream Conv2D ignores the row stride of a one-row kernel wider than one column
+    (595 of 960 outputs wrong for 1x3 / (2, 1), found by the oracle property): such a
+    convolution is Tessera's 3D kernel at depth 1 in io_stream."""
+    group = 3 if depthwise else 1
+    w = rng.integers(-3, 4, size=(3, 3 // group, *kernel))
+    graph = make_graph(make_type(4, 2, True, (3, 7, 8)),
+                       ("conv", conv.Attrs(w, FixedType(3, 0, True), None, None, strides, (0, 0, 0, 0), group=group)))
+    prj = csim_exact(graph, tmp_path, "io_stream", n=40)
+    assert "tessera_conv3d" in (prj / "firmware" / "tessera_model.cpp").read_text()
