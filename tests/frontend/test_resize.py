@@ -50,6 +50,13 @@ def test_an_index_map_no_pick_of_an_upsampling_gives_is_refused_in_one_line(tmp_
                         r"\.\.\.; no upsampling by at most 32 and pick of every q-th element gives that index map")
 
 
+def test_a_scale_that_leaves_no_output_is_refused_in_one_line(tmp_path):
+    """Found by the oracle property: 0.5 of a length-1 axis (it raised an IndexError)."""
+    refused_in_one_line(_resized(tmp_path / "m.onnx", [1, 1, 0.5], [2, 1], [2, 0]),
+                        r"node 'resize' \(Resize\): scale 0.5 on spatial dim 0 of length 1 leaves no output "
+                        r"\(floor\(1 x 0.5\) = 0\)")
+
+
 def test_an_index_map_the_spec_and_onnxs_reference_read_differently_is_refused_in_one_line(tmp_path):
     """align_corners divides by the resized length less 1: the output's (10) in the spec's
     words, ``7 x 1.5 = 10.5`` in ONNX's reference evaluator; output 7 reads input 5 or 4."""

@@ -300,6 +300,9 @@ def resize(state: ImportState, node: onnx.NodeProto) -> None:
     steps = []
     for d, (n_in, scale) in enumerate(zip(spatial, (float(v) for v in scales[2:]))):
         n_out = int(math.floor(n_in * np.float32(scale)))
+        if n_out < 1:
+            raise UnsupportedModelError(f"node '{node.name}' (Resize): scale {scale:g} on spatial dim {d} of length "
+                                        f"{n_in} leaves no output (floor({n_in} x {scale:g}) = {n_out})")
         try:
             src = nearest_sources(n_out, n_in, Fraction(scale), transform, nearest)
             other = nearest_sources(n_out, n_in, Fraction(scale), transform, nearest, resized=n_in * Fraction(scale))
