@@ -139,16 +139,16 @@ def import_model(model: onnx.ModelProto, input_type: str | None = None) -> Graph
     the file's input and output names (the clean-up renames them, in order)."""
     model = normalize_domains(model)
     cleaned = clean(model)
-    renamed = {b.name: a.name for b, a in zip(_real_inputs(model), _real_inputs(cleaned))}
+    renamed = {b.name: a.name for b, a in zip(_real_inputs(model), _real_inputs(cleaned))}  # file -> cleaned
     datatypes = {renamed.get(k, k): v for k, v in input_datatypes(model).items()}
     graph = walk(start(cleaned, datatypes, input_type))
-    for ports, before, after in ((graph.input_ports, _real_inputs(model), _real_inputs(cleaned)),
-                                 (graph.output_ports, model.graph.output, cleaned.graph.output)):
-        names = {b.name: a.name for a, b in zip(before, after)}
-        for port in ports:
-            port.onnx_name = names.get(port.onnx_name, port.onnx_name)
-        if ports is graph.output_ports:
-            graph.constant_outputs = [names.get(o, o) for o in graph.constant_outputs]
+    inputs = {a.name: b.name for a, b in zip(_real_inputs(cleaned), _real_inputs(model))}
+    outputs = {a.name: b.name for a, b in zip(cleaned.graph.output, model.graph.output)}
+    for port in graph.input_ports:
+        port.onnx_name = inputs.get(port.onnx_name, port.onnx_name)
+    for port in graph.output_ports:
+        port.onnx_name = outputs.get(port.onnx_name, port.onnx_name)
+    graph.constant_outputs = [outputs.get(o, o) for o in graph.constant_outputs]
     return graph
 
 
