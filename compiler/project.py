@@ -237,6 +237,14 @@ class InputQuantEntry:
                    None if d["model_shape"] is None else tuple(int(s) for s in d["model_shape"]))
 
 
+def _packed(arrays: list[np.ndarray], what: str) -> np.ndarray:
+    """Each input's samples packed (``ir.graph.pack``); one line when their counts differ."""
+    if len({len(a) for a in arrays}) > 1:
+        raise InputDataError(f"{what}: the inputs hold different numbers of samples "
+                             f"({', '.join(str(len(a)) for a in arrays)})")
+    return pack(arrays)
+
+
 @dataclass(frozen=True)
 class LayerRow:
     """One IR node as the manifest (and ``tessera inspect``) lists it."""
@@ -377,23 +385,17 @@ class Manifest:
     def quantize_inputs(self, xs: list[np.ndarray], what: str = "input") -> np.ndarray:
         """Real inputs, one array per input in the model's order, through the model's input
         quantizers -> packed codes."""
-        codes = [q.quantize(np.asarray(a), e.shape, what if len(xs) == 1 else f"{what} ({e.name})")
-                 for q, e, a in zip(self.input_quants, self.inputs, xs)]
-        if len({len(c) for c in codes}) > 1:
-            raise InputDataError(f"{what}: the inputs hold different numbers of samples "
-                                 f"({', '.join(str(len(c)) for c in codes)})")
-        return pack(codes)
+        return _packed([q.quantize(np.asarray(a), e.shape, what if len(xs) == 1 else f"{what} ({e.name})")
+                        for q, e, a in zip(self.input_quants, self.inputs, xs)], what)
 
     def input_codes(self, xs: list[np.ndarray], what: str = "input") -> np.ndarray:
         """Integer codes given by a user, one array per input -> packed codes, each within its
-        type's range."""
-        for e, c in zip(self.inputs, xs):
-            if len(xs) > 1:  # one input's shape is checked where the codes are run
-                e.require_shape(np.asarray(c))
-            e.check_codes(np.asarray(c), what if len(xs) == 1 else f"{what} ({e.name})")
-        if len({len(c) for c in xs}) > 1:
-            raise InputDataError(f"{what}: the inputs hold different numbers of samples")
-        return pack([np.asarray(c) for c in xs])
+        type's range (:meth:`IoGroup.check_codes`)."""
+        xs = [np.asarray(c) for c in xs]
+        if len(xs) > 1:  # one input's shape is checked where the codes are run
+            for e, c in zip(self.inputs, xs):
+                e.require_shape(c)
+        return self.input.check_codes(_packed(xs, what), what)
 
     def compiled_from(self, model_path: str | Path) -> bool:
         """Whether the project was compiled from this model file (its sha256)."""

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tessera.cli import main
 from tessera.compiler import api
+from tessera.compiler.errors import InputDataError
 from tessera.compiler.reference.model import OrtReference, reference_model
 
 QONNX = "qonnx.custom_op.general"
@@ -139,3 +140,13 @@ def test_a_partitioned_design_of_several_ports_is_refused_in_one_line(compiled, 
     assert code != 0 and len(text.strip().splitlines()) == 1, text
     assert "a partitioned design has one input and one output; this model has 2 inputs and 2 outputs" in " ".join(text.split())
     assert not (tmp_path / "prj").exists()
+
+
+def test_codes_of_several_inputs_are_checked_per_input_in_one_line(compiled):
+    _, _, prj = compiled
+    a, b = np.zeros((3, 6), dtype=np.int64), np.full((3, 6), 31, dtype=np.int64)  # b: 6-bit signed, 31 is its max
+    assert np.array_equal(api.input_codes(prj, [a, b], codes=True), np.concatenate([a, b], axis=1))
+    with pytest.raises(InputDataError, match=r"^input \(b\): codes outside the input type's range \[-32, 31\]$"):
+        api.input_codes(prj, [a, b + 1], codes=True)
+    with pytest.raises(InputDataError, match=r"^input: the inputs hold different numbers of samples \(3, 2\)$"):
+        api.input_codes(prj, [a, b[:2]], codes=True)
