@@ -194,14 +194,16 @@ class ImportState:
         return ir
 
     def defer_to_quant(self, node: onnx.NodeProto, op: OpDef, make: Callable[[quant.Attrs], Any], why: str,
-                       make_scaled: Callable[[quant.Attrs, int], Any] | None = None, reads_real: bool = False) -> None:
+                       make_scaled: Callable[[quant.Attrs, int], Any] | None = None, reads_real: bool = False,
+                       inputs: list[str] | None = None) -> None:
         """``node`` must feed exactly one Quant (else refused: ``why``); the pair becomes one
-        ``op`` node, its attributes ``make(the Quant's attributes)`` (:class:`Deferred`), built
-        when the Quant is read."""
+        ``op`` node on ``inputs`` (default: the node's first input), its attributes ``make(the
+        Quant's attributes)`` (:class:`Deferred`), built when the Quant is read."""
         users = self.users(node.output[0])
         if len(users) != 1 or users[0].op_type not in QUANTIZERS:
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {why}")
-        self.deferred[users[0].name] = Deferred(op, [self.tensor(node.input[0], node)], make, make_scaled, reads_real)
+        inputs = inputs if inputs is not None else [self.tensor(node.input[0], node)]
+        self.deferred[users[0].name] = Deferred(op, inputs, make, make_scaled, reads_real)
         self.values[node.output[0]] = Pending(node.name)
 
     def code_scale(self, value: str) -> CodeScale:

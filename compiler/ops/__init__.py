@@ -8,7 +8,7 @@ see :mod:`.base` for the contract and docs/architecture.md for how to add an op.
 from __future__ import annotations
 
 from . import (avgpool, conv, convlstm, convtranspose, crop, dense, depthtospace, flatten, globalavgpool, gru, leakyrelu,
-               lstm, lut, maximum, maxpool, merge, quant, relu, rescale, transpose, upsample)
+               lstm, lut, maximum, maxpool, merge, quant, relu, rescale, staircase, transpose, upsample)
 from .base import IoType, Layout, OpDef, Trait
 
 OPS: dict[str, OpDef] = {
@@ -32,6 +32,7 @@ OPS: dict[str, OpDef] = {
     convlstm.OP.name: convlstm.OP,
     transpose.OP.name: transpose.OP,
     rescale.OP.name: rescale.OP,
+    staircase.OP.name: staircase.OP,
     depthtospace.OP.name: depthtospace.OP,
     maximum.OP.name: maximum.OP,
 }

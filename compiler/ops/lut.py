@@ -65,9 +65,15 @@ def function_table(function: str, out: QuantAttrs, lo: int, hi: int, frac: int, 
     ``f`` of the exact input, then the output quantizer's rounding) where ``out``'s scale is
     ``mult * 2**-out.out.frac``."""
     codes = np.arange(lo, hi + 1, dtype=np.int64)
-    values = np.asarray(FUNCTIONS[function](np.ldexp((codes * in_mult).astype(np.float64), -frac), *params),
-                        dtype=np.float64)
-    return quantize_float(out, values / mult if mult != 1 else values)
+    return function_codes(function, out, np.ldexp((codes * in_mult).astype(np.float64), -frac), mult, params)
+
+
+def function_codes(function: str, out: QuantAttrs, values: np.ndarray, mult: int = 1,
+                   params: tuple[float, ...] = ()) -> np.ndarray:
+    """``out(f(v))`` for float64 inputs ``v``: the function in float64, then the output
+    quantizer's rounding, ``out``'s scale ``mult * 2**-out.out.frac``."""
+    y = np.asarray(FUNCTIONS[function](values, *params), dtype=np.float64)
+    return quantize_float(out, y / mult if mult != 1 else y)
 
 
 def table(attrs: Attrs, x: TensorType) -> np.ndarray:

@@ -189,7 +189,7 @@ class Rescale(OpDef[Attrs]):
             peak = max(abs(x.lo), abs(x.hi), int(np.abs(thr).max()) if thr.size else 0)
             prod = peak.bit_length() + 2
         prod = max(prod, x.ftype.width + 2)
-        order = _hls_channels(node, x, chans, hls.flat_perm(node.inputs[0]))
+        order = hls_channels(node, x, chans, hls.flat_perm(node.inputs[0]))
         mult, add, thr = mult[order], add[order], thr[order]
         width = lambda v: max(int(abs(int(a))).bit_length() for a in np.asarray(v).ravel()) + 1  # noqa: E731
         for name, v in (("mult", mult), ("add", add)):
@@ -226,7 +226,7 @@ class Rescale(OpDef[Attrs]):
                     weight_bits=chans * k * (x.ftype.width + 2), out_bits=out.size * bits(out))
 
 
-def _hls_channels(node, x: TensorType, chans: int, perm: np.ndarray) -> np.ndarray:
+def hls_channels(node, x: TensorType, chans: int, perm: np.ndarray) -> np.ndarray:
     """The order of the per-channel parameters as the kernel reads them: channel ``k % n_chan``
     at hls4ml position ``k``.  A channels-last map keeps ONNX's channel order; a vector with one
     step per element (a flattened map's per-channel constants spread over its elements) takes

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 from onnx import helper
 
-from .cases import Case, _const, _export, _graph, _quant
+from .cases import Case, _calibrated, _const, _export, _graph, _quant
 
 
 # -- FINN: tests/brevitas/test_brevitas_*_quanthardtanh_export.py -----------------------------
@@ -191,6 +191,35 @@ def hls4ml_upsampling(two_d: bool) -> Callable[[Path], Path]:
     return build
 
 
+# -- brevitas_examples: text_to_speech/melgan/generator_brevitas.py ---------------------------
+def brevitas_melgan_output(path: Path) -> Path:
+    """Generator's last block, built from the example's own layer factories (``melgan/common.py``):
+    the LeakyReLU + 8-bit QuantHardTanh activation, a weight-normalised ``make_quantconv1d(8, 1,
+    kernel_size=7, padding=3)`` (the example has 32 input channels), then ``make_tanh_activation``
+    of the 16-bit last layer: a Tanh of the convolution's accumulator, scaled by real constants,
+    rounded by a 16-bit Quant; weight norm removed as ``Generator.eval(inference=True)`` does."""
+    import torch
+    from brevitas_examples.text_to_speech.melgan.common import (make_leakyRelu_activation, make_quantconv1d,
+                                                                make_tanh_activation)
+
+    class OutputBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = make_leakyRelu_activation(8)
+            self.conv = torch.nn.utils.weight_norm(make_quantconv1d(8, 1, kernel_size=7, stride=1, padding=3,
+                                                                    bit_width=8))
+            self.tanh = make_tanh_activation(16)
+
+        def forward(self, x):
+            return self.tanh(self.conv(self.act(x)))
+
+    from tessera.models.train import export_model
+
+    block = _calibrated(OutputBlock(), (8, 16))
+    torch.nn.utils.remove_weight_norm(block.conv)
+    return export_model(block, torch.randn(1, 8, 16), path)
+
+
 GRAPH_CASES: tuple[Case, ...] = (
     Case("finn_quanthardtanh_binary", "FINN tests/brevitas/test_brevitas_non_scaled_quanthardtanh_export.py "
          "(abits=1, max_val=1.0)", finn_quanthardtanh(1, False, 1.0)),
@@ -210,9 +239,12 @@ GRAPH_CASES: tuple[Case, ...] = (
            hls4ml_merge(op)) for op in ("cat", "add", "sub", "minimum", "maximum")),
     *(Case(f"hls4ml_quant_upsampling{d}d", f"hls4ml test/pytest/test_brevitas_parsing.py::test_pytorch_upsampling{d}d"
            + (" (scale_factor=(1, 2.4))" if d == 2 else " (scale_factor=2)"), hls4ml_upsampling(d == 2)) for d in (1, 2)),
+    Case("brevitas_melgan_output", "Brevitas src/brevitas_examples/text_to_speech/melgan/generator_brevitas.py::Generator "
+         "(the last block: LeakyReLU + QuantHardTanh, QuantConv1d k7 p3 with 8 of its 32 input channels, "
+         "QuantTanh 16-bit)", brevitas_melgan_output, input_type="fixed<16,6>"),
     Case("hls4ml_multiout_network", "hls4ml test/pytest/test_multiout_network.py::test_multi_clone (two outputs)",
          hls4ml_multiout),
 )
 
-__all__ = ["GRAPH_CASES", "finn_quant_transpose_conv", "finn_quanthardtanh", "hls4ml_merge", "hls4ml_multiout",
+__all__ = ["GRAPH_CASES", "brevitas_melgan_output", "finn_quant_transpose_conv", "finn_quanthardtanh", "hls4ml_merge", "hls4ml_multiout",
            "hls4ml_quanteltwiseadd", "hls4ml_upsampling", "qonnx_resize_conv"]

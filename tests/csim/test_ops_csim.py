@@ -299,3 +299,19 @@ def test_a_one_row_kernel_with_a_row_stride_in_io_stream_csim(make_graph, make_t
                        ("conv", conv.Attrs(w, FixedType(3, 0, True), None, None, strides, (0, 0, 0, 0), group=group)))
     prj = csim_exact(graph, tmp_path, "io_stream", n=40)
     assert "tessera_conv3d" in (prj / "firmware" / "tessera_model.cpp").read_text()
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_staircase_csim(make_graph, make_type, tmp_path, io_type):
+    """A Tanh of a 14-bit accumulator per channel (a rising line, a falling one with a knee, a
+    clipped one) into a 9-bit float-scale Quant: each kernel's binary search == the reference."""
+    from fractions import Fraction
+
+    from tessera.compiler.ops import staircase
+
+    knee = Fraction(float(np.float32(0.2)))
+    lines = (staircase.Line(Fraction(3, 4096), Fraction(1, 8)), staircase.Line(Fraction(-5, 8192), Fraction(0), knee),
+             staircase.Line(Fraction(1, 1024), Fraction(-1, 4), Fraction(1), Fraction(-1, 2), Fraction(1, 2)))
+    attrs = staircase.Attrs("tanh", quant.Attrs(FixedType(9, 8, True), False, "ROUND"), lines, mult=3)
+    graph = make_graph(make_type(14, 0, True, (3, 2, 4)), ("staircase", attrs))
+    csim_exact(graph, tmp_path, io_type, n=200)

@@ -36,16 +36,17 @@ def test_conv3d_tanh_export_imports_exactly(tmp_path, brevitas_kit):
     assert agree.execution is Execution.RAN and agree.differing_outputs == 0, agree
 
 
-def test_tanh_on_an_accumulator_is_refused_with_a_clear_error(tmp_path, brevitas_kit):
+def test_tanh_on_an_accumulator_is_a_staircase_equal_to_the_file(tmp_path, brevitas_kit):
+    """Tanh directly on the dense layer's accumulator (19 bits: no table holds it) and its Quant:
+    thresholds over every reachable accumulator value, equal to the file in float64."""
     Net3d, calibrated = brevitas_kit
-    from tessera.compiler.errors import UnsupportedModelError
-
     model = Net3d()
-    model.qi = nn.Identity()  # tanh directly on the 19-bit dense accumulator
+    model.qi = nn.Identity()
     model = calibrated(model, (2, 4, 4, 4))
     path = export_model(model, torch.randn(1, 2, 4, 4, 4), tmp_path / "m.onnx")
-    with pytest.raises(UnsupportedModelError, match="too large for a lookup table.*quantize its input"):
-        compile_ir(path)
+    g, agree = check(path)
+    assert [n.op for n in g.nodes][-2:] == ["dense", "staircase"]
+    assert agree.execution is Execution.RAN and agree.differing_outputs == 0, agree
 
 
 def test_qcdq_export_imports_exactly(tmp_path, brevitas_kit):

@@ -21,7 +21,7 @@ from ...errors import UnsupportedModelError
 from ...ir.types import dyadic_codes, dyadic_parts
 from ...exact.requant import Step
 from ...exact.rounding import Rounding
-from ...ops import OPS, Trait, leakyrelu, lut, maximum, merge, relu, rescale
+from ...ops import OPS, Trait, leakyrelu, lut, maximum, merge, relu, rescale, staircase
 from ..attributes import attribute, schema_default
 from ..load import QUANTIZERS
 from ..inflight import bend, bends_in_flight
@@ -155,6 +155,9 @@ def lookup_table(state: ImportState, node: onnx.NodeProto) -> None:
     if node.op_type == "Celu" and params[0] == 0:
         raise UnsupportedModelError(f"node '{node.name}' (Celu): attribute alpha=0 is not supported")
     function = node.op_type.lower()
+    if _reads_line(state, node):
+        _staircase(state, node, function, params)
+        return
     in_scale = _table_input_scale(state, node)
     state.defer_to_quant(node, lut.OP, lambda q: lut.Attrs(function, q, params, in_scale=in_scale),
                          "a nonlinearity must be followed by a Quant to be exact",
@@ -164,16 +167,43 @@ def lookup_table(state: ImportState, node: onnx.NodeProto) -> None:
 
 def _table_input_scale(state: ImportState, node: onnx.NodeProto) -> tuple[int, int] | None:
     """``(frac, mult)`` of input codes with one float scale ``mult * 2**-frac`` and zero point 0
-    (a table reads their real values itself); None for codes of their own grid.  Per-channel
-    scales or a zero point are refused in one line."""
+    (a table reads their real values itself); None for codes of their own grid."""
     x = state.values.get(node.input[0])
     meaning = state.graph.scales.get(x.name) if isinstance(x, Tensor) else None
-    if meaning is None:
-        return None
-    if meaning.channels > 1 or meaning.zero[0] != 0 or meaning.accumulator:
-        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): reads codes with per-channel scales, a zero "
-                                    "point or an unrounded accumulator; requantize its input per tensor first")
-    return dyadic_parts(meaning.scale[0])
+    return None if meaning is None else dyadic_parts(meaning.scale[0])
+
+
+def _reads_line(state: ImportState, node: onnx.NodeProto) -> bool:
+    """Whether the nonlinearity reads what no table indexes: a value in flight, codes with
+    per-channel scales, a zero point or an accumulator's meaning, or more codes than a table holds."""
+    x = state.values.get(node.input[0])
+    if isinstance(x, Affine):
+        return True
+    if not isinstance(x, Tensor):
+        return False
+    meaning = state.graph.scales.get(x.name)
+    if meaning is not None and (meaning.channels > 1 or meaning.zero[0] != 0 or meaning.accumulator):
+        return True
+    t = state.type_of(x.name)
+    return t.hi - t.lo + 1 > lut.MAX_DOMAIN
+
+
+def _staircase(state: ImportState, node: onnx.NodeProto, function: str, params: tuple[float, ...]) -> None:
+    """The nonlinearity of a real line on integer codes, with its Quant: one staircase of
+    thresholds per channel (:mod:`...ops.staircase`), every reachable code evaluated."""
+    x = state.values[node.input[0]]
+    if isinstance(x, Affine):
+        f = x
+    else:
+        pairs = state.graph.scales[x.name].each() if x.name in state.graph.scales else \
+            [(Fraction(2) ** -state.type_of(x.name).ftype.frac, Fraction(0))]
+        f = Affine(x.name, tuple(s for s, _ in pairs), tuple(-z * s for s, z in pairs))
+    lines = tuple(staircase.Line(a, b, k, f.lo, f.hi) for (a, b), k in zip(f.each(), f.knees()))
+    lines = lines[:1] if len(set(lines)) == 1 else lines
+    state.defer_to_quant(node, staircase.OP, lambda q: staircase.Attrs(function, q, lines, params),
+                         "a nonlinearity must be followed by a Quant to be exact",
+                         make_scaled=lambda q, mult: staircase.Attrs(function, q, lines, params, mult),
+                         reads_real=True, inputs=[f.value])
 
 
 # -- arithmetic ------------------------------------------------------------------------
