@@ -24,6 +24,7 @@ form (compare and count, FINN's MultiThreshold), chosen also for outputs of at m
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -51,11 +52,21 @@ class Step:
     qmax: int
     bipolar: bool = False
 
+    @functools.cached_property
+    def _integers(self) -> tuple[int, int, int]:
+        """``(A, B, D)`` with ``slope = A / D`` and ``offset = B / D`` (integer evaluation, no gcds)."""
+        den = math.lcm(self.slope.denominator, self.offset.denominator)
+        return int(self.slope * den), int(self.offset * den), den
+
     def exact(self, x: int | Fraction) -> int:
-        v = self.slope * x + self.offset
+        if isinstance(x, Fraction):
+            num, den = (v := self.slope * x + self.offset).numerator, v.denominator
+        else:
+            a, b, den = self._integers
+            num = a * int(x) + b
         if self.bipolar:
-            return 1 if v >= 0 else 0
-        y = div_round_int(v.numerator, v.denominator, self.rounding)
+            return 1 if num >= 0 else 0
+        y = div_round_int(num, den, self.rounding)
         return min(max(y, self.qmin), self.qmax)
 
     @property
@@ -81,6 +92,8 @@ def _boundary(step: Step, k: int) -> Fraction:
 def _first(f, k: int, lo: int, hi: int, guess: int, span: int) -> int:
     """The smallest integer ``u`` in ``[lo, hi + 1]`` with ``f(u) >= k`` (``f`` non-decreasing;
     ``hi + 1``: none), searched by bisection from a bracket around ``guess``."""
+    if lo < guess <= hi and f(guess) >= k > f(guess - 1):  # the guess is right (round-to-nearest modes)
+        return guess
     a, b = max(lo, guess - span), min(hi + 1, guess + span)
     if a > lo and f(a) >= k:
         a = lo
@@ -108,12 +121,15 @@ def thresholds(step: Step, lo: int, hi: int) -> tuple[int, np.ndarray]:
     f = _increasing(step, sign)
     slope = step.slope * sign
     span = 2 + (math.ceil(1 / slope) if slope else 0)
+    a, b, den = step._integers
+    a *= sign
     out = []
     for k in range(step.qmin + 1, step.qmax + 1):
         if slope == 0:
             t = ulo if f(ulo) >= k else uhi + 1
-        else:
-            guess = min(max(math.ceil(_boundary(step, k) / slope), ulo), uhi + 1)
+        else:  # ceil(_boundary(step, k) / slope) in integers: boundary * den = (2k - 1) den / 2 - b
+            num, div = (-b, a) if step.bipolar else ((2 * k - 1) * den - 2 * b, 2 * a)
+            guess = min(max(-(-num // div), ulo), uhi + 1)
             t = _first(f, k, ulo, uhi, guess, span)
         out.append(t)
     return sign, np.array(out, dtype=object)
@@ -144,6 +160,8 @@ def _add_interval(mult: int, shift: int, levels: list[tuple[int, int]], ulo: int
     for k, t in levels:  # interior jumps: value >= k at t, < k at t - 1
         lo_c = max(lo_c, k * one - mult * t)
         hi_c = min(hi_c, k * one - mult * (t - 1) - 1)
+        if lo_c > hi_c:
+            return None
     if first > qmin:  # at the bottom of the domain the value must already reach `first`
         lo_c = max(lo_c, first * one - mult * ulo)
     if last < qmax:  # and at the top stay below last + 1
@@ -156,9 +174,10 @@ def multiply_shift(step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray] 
     ``[lo, hi]``, or None when none fits :data:`MAX_PRODUCT_BITS`."""
     sign_t = sign_t if sign_t is not None else thresholds(step, lo, hi)
     width = max(abs(lo), abs(hi), 1).bit_length()
+    jumps = _Jumps.of(step, lo, hi, sign_t)
     for shift in range(0, MAX_PRODUCT_BITS - width):
         for mult in _mults(step, sign_t[0], shift):
-            ms = _fit(step, lo, hi, sign_t, shift, mult)
+            ms = _fit(step, lo, hi, sign_t, shift, mult, jumps)
             if ms is not None:
                 return ms
     return None
@@ -170,13 +189,31 @@ def _mults(step: Step, sign: int, shift: int) -> list[int]:
     return [m for m in sorted({math.floor(exact), math.ceil(exact)}) if m >= 0]
 
 
-def _fit(step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray], shift: int, mult: int) -> MultiplyShift | None:
+@dataclass(frozen=True)
+class _Jumps:
+    """A step's thresholds as :func:`_add_interval` reads them: the interior jumps ``(level,
+    u)``, the domain of ``u = sign * x`` and the values at its ends."""
+
+    levels: list[tuple[int, int]]
+    ulo: int
+    uhi: int
+    first: int
+    last: int
+
+    @classmethod
+    def of(cls, step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray]) -> "_Jumps":
+        sign, t = sign_t
+        ulo, uhi = (lo, hi) if sign > 0 else (-hi, -lo)
+        f = _increasing(step, sign)
+        return cls([(step.qmin + 1 + i, int(v)) for i, v in enumerate(t) if ulo < v <= uhi], ulo, uhi, f(ulo), f(uhi))
+
+
+def _fit(step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray], shift: int, mult: int,
+         jumps: _Jumps | None = None) -> MultiplyShift | None:
     """The proven multiply-shift with this multiplier (of ``sign * x``) and shift, if one exists."""
-    sign, t = sign_t
-    ulo, uhi = (lo, hi) if sign > 0 else (-hi, -lo)
-    f = _increasing(step, sign)
-    levels = [(step.qmin + 1 + i, int(v)) for i, v in enumerate(t) if ulo < v <= uhi]
-    c = _add_interval(mult, shift, levels, ulo, uhi, f(ulo), f(uhi), step.qmin, step.qmax)
+    sign = sign_t[0]
+    j = jumps or _Jumps.of(step, lo, hi, sign_t)
+    c = _add_interval(mult, shift, j.levels, j.ulo, j.uhi, j.first, j.last, step.qmin, step.qmax)
     if c is None:
         return None
     ms = MultiplyShift(mult * sign, c[0], shift)
@@ -195,10 +232,15 @@ def shared_multiply_shift(steps: list[Step], lo: int, hi: int,
     if len({st[0] for st in sign_ts}) != 1:
         return None
     width = max(abs(lo), abs(hi), 1).bit_length()
+    jumps = [_Jumps.of(s, lo, hi, st) for s, st in zip(steps, sign_ts)]
     for shift in range(0, MAX_PRODUCT_BITS - width):
         for mult in _mults(steps[0], sign_ts[0][0], shift):
-            fits = [_fit(s, lo, hi, st, shift, mult) for s, st in zip(steps, sign_ts)]
-            if all(f is not None for f in fits):
+            fits = []
+            for s, st, j in zip(steps, sign_ts, jumps):
+                fits.append(_fit(s, lo, hi, st, shift, mult, j))
+                if fits[-1] is None:
+                    break
+            else:
                 return fits[0].mult, [f.add for f in fits], shift
     return None
 

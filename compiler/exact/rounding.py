@@ -21,6 +21,8 @@ QONNX's ``ROUND`` is half to even (as is ``HALF_EVEN``); ``DOWN`` rounds toward 
 
 from __future__ import annotations
 
+import itertools
+
 from enum import Enum, StrEnum
 from typing import Callable, Generic, Protocol, TypeVar
 
@@ -164,13 +166,22 @@ class _PythonLogic:
 PYTHON = _PythonLogic()
 
 
+def _decisions(mode: Rounding) -> frozenset[tuple[bool, ...]]:
+    """The fact combinations (in :class:`Fact`'s order) on which the table rounds ``mode`` up."""
+    combos = itertools.product((False, True), repeat=len(Fact))
+    return frozenset(c for c in combos if round_up(mode, lambda f, c=c: c[list(Fact).index(f)], PYTHON))
+
+
+#: The table's decisions, enumerated once per mode (evaluated on Python integers by lookup).
+_ROUNDS_UP = {mode: _decisions(mode) for mode in Rounding}
+
+
 def div_round_int(num: int, den: int, mode: Rounding | str) -> int:
     """Exact ``R(num / den)`` on Python integers of any size (``den > 0``): the same table."""
-    q, r = divmod(int(num), int(den))
-    facts = {Fact.ABOVE_HALF: lambda: 2 * r > den, Fact.AT_HALF: lambda: 2 * r == den, Fact.NEGATIVE: lambda: num < 0,
-             Fact.INEXACT: lambda: r > 0, Fact.ODD: lambda: q % 2 == 1}
-    up = round_up(Rounding(mode), lambda f: facts[f](), PYTHON)
-    return q + 1 if up else q
+    num, den = int(num), int(den)
+    q, r = divmod(num, den)
+    facts = (2 * r > den, 2 * r == den, num < 0, r > 0, q % 2 == 1)  # Fact's order
+    return q + 1 if facts in _ROUNDS_UP[Rounding(mode)] else q
 
 
 def shift_round(x: np.ndarray, shift: int, mode: Rounding | str) -> np.ndarray:

@@ -69,6 +69,9 @@ class ImportState:
     #: a bias after float-scaled token sums: the Add's output (sums in flight, features on
     #: axis 0) -> the transpose back to tokens its Quant applies after rounding
     token_biases: dict[str, Node] = field(default_factory=dict)
+    #: IR value -> (its producer's attrs, its input types, its type): inference is pure, so a
+    #: value is inferred again only when its producer's attributes or inputs changed
+    inferred: dict[str, tuple[Any, tuple[TensorType, ...], TensorType]] = field(default_factory=dict, repr=False)
 
     # -- constants ----------------------------------------------------------------------
     def constant(self, name: str, node: onnx.NodeProto, what: str) -> Const:
@@ -164,7 +167,12 @@ class ImportState:
                 return self.graph.values[v]
             if v not in memo:
                 n = self.graph.producer(v)
-                memo[v] = OPS[n.op].infer(n.attrs, [go(i) for i in n.inputs], n.name)
+                ins = tuple(go(i) for i in n.inputs)
+                known = self.inferred.get(v)
+                if known is None or known[0] is not n.attrs or known[1] != ins:
+                    known = (n.attrs, ins, OPS[n.op].infer(n.attrs, list(ins), n.name))
+                    self.inferred[v] = known
+                memo[v] = known[2]
             return memo[v]
 
         return go(value)
