@@ -24,7 +24,8 @@ def integer_scale(state: ImportState, node: onnx.NodeProto, value: str, factors:
     bias = btype = None
     if offsets is not None:
         bias = np.asarray(offsets if len(offsets) > 1 else offsets * channels, dtype=np.int64)
-        btype = FixedType.for_range(min(int(bias.min()), 0), max(int(bias.max()), 0), 0)
+        # on the input's grid: the codes (not their fixed-point values) move by the offsets
+        btype = FixedType.for_range(min(int(bias.min()), 0), max(int(bias.max()), 0), t.ftype.frac)
     if len(t.shape) == 1:
         attrs = dense.Attrs(np.diag(k), wtype, bias, btype)
         op = dense.OP

@@ -227,3 +227,22 @@ def test_trunc_with_a_zero_point_rounds_its_ties_exactly(tmp_path):
     assert g.nodes[1].name == "Trunc_1/round_half_even" and g.scales[g.nodes[2].output].zero == (0.125,)
     # a wider sum: the inner rounding has more levels than the primitive enumerates, refused naming it
     refused_in_one_line(_mlp(tmp_path / "w.onnx", add), r"node 'Trunc_1/round_half_even': a 14-bit output .* 10454 levels")
+
+
+def test_a_preprocessed_declared_input_before_a_padded_convolution(tmp_path):
+    """MelGAN's first layer: ``(mel + 5) / 5`` on a float input declared ``fixed<16,6>``, then a
+    Conv1d padded by 3: the codes' zero point (-5 * 2**10) is taken out by a 1x1 convolution
+    whose offset lies on the input's grid (it was read on the integer grid, 2**10 times too
+    large: every output differed from the file)."""
+    r = np.random.default_rng(4)
+    inits = [_f("five", 5.0), _f("Wc", r.integers(-15, 16, (3, 4, 7)) * WEIGHT), _f("sw", WEIGHT), _f("zero", 0.0),
+             _f("b4", 4.0), _f("b8", 8.0), _f("s_y", 0.0437)]
+    nodes = [helper.make_node("Add", ["x", "five"], ["shifted"], name="Add_0"),
+             helper.make_node("Div", ["shifted", "five"], ["mel"], name="Div_0"),
+             _quant("Wc", "sw", "zero", "b4", "Wcq"),
+             helper.make_node("Conv", ["mel", "Wcq"], ["c"], name="Conv_1", kernel_shape=[7], pads=[3, 3]),
+             _quant("c", "s_y", "zero", "b8", "y")]
+    path = _save(tmp_path / "m.onnx", nodes, inits, (4, 6), (3, 6))
+    g = _exact_and_independent(path, input_type="fixed<16,6>")
+    shift = next(n for n in g.nodes if n.name.endswith("/zero_point"))
+    assert shift.attrs.bias.tolist() == [5 << 10] * 4 and shift.attrs.btype.frac == 10
