@@ -373,7 +373,7 @@ def diagnose(executor: IndependentExecutor, graph, x: np.ndarray, exact_values: 
         found = Diagnosis(None)
         for node in executor.nodes:
             ir = by_node.get(node.name)
-            if ir is None or ir not in exact_values or node.output[0] not in values:
+            if ir is None or ir in graph.in_flight or ir not in exact_values or node.output[0] not in values:
                 continue
             theirs, ours = values[node.output[0]][i], exact_values[ir][i]
             if theirs.size != ours.size:

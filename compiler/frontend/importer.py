@@ -117,6 +117,7 @@ def walk(state: ImportState) -> Graph:
     if not state.graph.output_ports:
         raise UnsupportedModelError(f"no graph output is computed from the input (outputs "
                                     f"{', '.join(state.graph.constant_outputs)} are constants)")
+    state.graph.in_flight = {v.value for v in state.values.values() if isinstance(v, Affine)} - set(state.graph.scales)
     return state.graph
 
 

@@ -95,6 +95,9 @@ class Graph:
         self.origin: dict[str, str] = {}
         #: values whose codes are not fixed point: real = (code - zero) * scale (ir.meaning)
         self.scales: dict[str, CodeScale] = {}
+        #: accumulators real constants act on before the op that reads them (a Quant's rescale,
+        #: a table): their codes alone are no value of the user's model, so not compared with it
+        self.in_flight: set[str] = set()
         #: a trailing Softmax the design stops before (its name): the output is its logits
         self.softmax: str | None = None
         #: the declared type of a float input no Quant reads (``--input-type``), as given
