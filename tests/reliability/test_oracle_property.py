@@ -88,6 +88,20 @@ def _branches(b: _Builder, r: np.random.Generator, x: str, c: int) -> tuple[str,
     return b.quant(b.node(str(r.choice(["Max", "Min", "Sub", "Add"])), arms)), f
 
 
+def _curve(b: _Builder, r: np.random.Generator, x: str, c: int, opset: int) -> tuple[str, int]:
+    """A nonlinearity of a 1x1 convolution's accumulator scaled by a float constant (rising or
+    falling), sometimes bent by a LeakyRelu, then its Quant: a staircase, or refused where the
+    function is not monotone over the accumulator's range."""
+    f = int(r.integers(1, 4))
+    acc = b.node("Conv", [x, b.quant(b.const(r.integers(-8, 8, size=(f, c, 1, 1)) * 2.0**-3), bits=5, signed=1)],
+                 kernel_shape=[1, 1])
+    v = b.node("Mul", [acc, b.const(np.float32(r.choice([-1, 1]) * r.uniform(0.05, 1.5)))])
+    if r.random() < 0.3:
+        v = b.node("LeakyRelu", [v], alpha=float(r.choice([0.125, 0.25, 0.1])))
+    name = str(r.choice([t for t in TABLES if t != "HardSwish" or opset >= 14]))
+    return b.quant(b.node(name, [v], **TABLES[name])), f
+
+
 def _pieces(b: _Builder, r: np.random.Generator, x: str, c: int) -> tuple[str, int]:
     """A Slice of the channels or of a spatial axis, or a Split of the channels in two joined by
     Max / Min / Sub."""
@@ -126,7 +140,7 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
         k = [int(r.integers(1, 4)), int(r.integers(1, 4))]
         s = [int(r.integers(1, 3)), int(r.integers(1, 3))]
         op = r.choice(["conv", "maxpool", "avgpool", "relu", "leakyrelu", "resize", "gap", "batchnorm", "table",
-                       "branches", "pieces", "mean"])
+                       "branches", "pieces", "mean", "curve"])
         if op == "batchnorm":
             stats = [b.const(r.uniform(lo, hi, c)) for lo, hi in ((0.5, 2), (-1, 1), (-1, 1), (0.1, 2))]
             x = b.quant(b.node("BatchNormalization", [x, *stats], epsilon=1e-5))
@@ -137,6 +151,9 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
             continue
         if op == "branches":
             x, c = _branches(b, r, x, c)
+            continue
+        if op == "curve":
+            x, c = _curve(b, r, x, c, opset)
             continue
         if op == "pieces":
             x, c = _pieces(b, r, x, c)
