@@ -114,11 +114,13 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "DepthToSpace": {"blocksize": MODELLED, "mode": MODELLED},
     "Flatten": {"axis": MODELLED},
     "Reshape": {"allowzero": MODELLED},
-    "Resize": {"mode": Only((b"nearest", "nearest"), "nearest-neighbour"), "coordinate_transformation_mode": MODELLED,
-               "nearest_mode": MODELLED, "axes": Only((None,), "scales on every axis"),
-               # no effect on nearest resizing without tf_crop_and_resize (refused), per the spec:
+    "Resize": {"mode": Only((b"nearest", "nearest", b"linear", "linear"), "nearest-neighbour or linear"),
+               "coordinate_transformation_mode": MODELLED, "nearest_mode": MODELLED,
+               "axes": Only((None,), "scales on every axis"), "antialias": MODELLED,  # linear: refused on downscales
+               # no effect on nearest or linear resizing without tf_crop_and_resize (refused), per the spec
+               # (exclude_outside: a linear neighbour outside the input is the edge either way):
                "cubic_coeff_a": NO_EFFECT, "exclude_outside": NO_EFFECT, "extrapolation_value": NO_EFFECT,
-               "antialias": NO_EFFECT, "keep_aspect_ratio_policy": NO_EFFECT},  # the last one only with `sizes`
+               "keep_aspect_ratio_policy": NO_EFFECT},  # the last one only with `sizes`
     "Transpose": {"perm": MODELLED},
     "Gather": {"axis": MODELLED},
     "Slice": {"starts": MODELLED, "ends": MODELLED, "axes": MODELLED},  # attributes before opset 10

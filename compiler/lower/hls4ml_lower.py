@@ -165,12 +165,13 @@ class HlsLowering:
             self.perm[value] = channels_last_perm(tin.shape) if len(tin.shape) > 2 or signal else np.arange(tin.size)
 
     def reaches_window(self, value: str) -> bool:
-        """Whether ``value`` feeds a window or scatter op (through elementwise ops) on any of its
+        """Whether ``value`` feeds a window, scatter or map op (through elementwise ops) on any of its
         paths: a (C, W) input that fans out to a Conv1D and another layer is stored as the
         Conv1D reads it (the other layers read any layout through the index map)."""
         for user in self.graph.consumers(value):
             traits = OPS[user.op].traits
-            if traits & {Trait.WINDOW, Trait.SCATTER} or (Trait.ELEMENTWISE in traits and self.reaches_window(user.output)):
+            if traits & {Trait.WINDOW, Trait.SCATTER, Trait.MAP} or \
+                    (Trait.ELEMENTWISE in traits and self.reaches_window(user.output)):
                 return True
         return False
 

@@ -7,8 +7,8 @@ see :mod:`.base` for the contract and docs/architecture.md for how to add an op.
 
 from __future__ import annotations
 
-from . import (avgpool, conv, convlstm, convtranspose, crop, dense, depthtospace, flatten, globalavgpool, gru, leakyrelu,
-               lstm, lut, maximum, maxpool, merge, quant, relu, rescale, staircase, transpose, upsample)
+from . import (avgpool, conv, convlstm, convtranspose, crop, dense, depthtospace, flatten, globalavgpool, gru,
+               interpolate, leakyrelu, lstm, lut, maximum, maxpool, merge, quant, relu, rescale, staircase, transpose, upsample)
 from .base import IoType, Layout, OpDef, Trait
 
 OPS: dict[str, OpDef] = {
@@ -24,6 +24,7 @@ OPS: dict[str, OpDef] = {
     avgpool.OP.name: avgpool.OP,
     globalavgpool.OP.name: globalavgpool.OP,
     upsample.OP.name: upsample.OP,
+    interpolate.OP.name: interpolate.OP,
     crop.OP.name: crop.OP,
     merge.CONCAT.name: merge.CONCAT,
     merge.ADD.name: merge.ADD,

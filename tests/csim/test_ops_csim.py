@@ -315,3 +315,21 @@ def test_staircase_csim(make_graph, make_type, tmp_path, io_type):
     attrs = staircase.Attrs("tanh", quant.Attrs(FixedType(9, 8, True), False, "ROUND"), lines, mult=3)
     graph = make_graph(make_type(14, 0, True, (3, 2, 4)), ("staircase", attrs))
     csim_exact(graph, tmp_path, io_type, n=200)
+
+
+@pytest.mark.parametrize("io_type,shape,scales,transform", [
+    ("io_parallel", (3, 4, 5), (2.0, 1.5), "half_pixel"), ("io_stream", (3, 4, 5), (2.0, 1.5), "half_pixel"),
+    ("io_parallel", (2, 6), (3.0,), "align_corners"), ("io_stream", (2, 2, 2, 3), (2.0, 1.0, 2.0), "asymmetric")])
+def test_interpolate_csim(make_graph, make_type, tmp_path, io_type, shape, scales, transform):
+    """Linear interpolation's exact integer sums (1D, 2D, 3D; weights with denominators 4, 3 and
+    6): each kernel's eight weighted terms == the reference."""
+    from fractions import Fraction
+
+    from tessera.compiler.frontend.attributes import nearest_coordinates
+    from tessera.compiler.frontend.handlers.windows import linear_axis
+    from tessera.compiler.ops import interpolate
+
+    axes = tuple(linear_axis(nearest_coordinates(int(n * s), n, Fraction(s), transform), n)
+                 for n, s in zip(shape[1:], scales))
+    graph = make_graph(make_type(8, 3, True, shape), ("interpolate", interpolate.Attrs(axes)))
+    csim_exact(graph, tmp_path, io_type, n=100)

@@ -183,7 +183,7 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
         elif op == "leakyrelu":
             x = b.node("LeakyRelu", [x], alpha=float(r.choice([0.125, 0.25, 0.1])))
         elif op == "resize":
-            attrs = {"mode": "nearest" if r.random() < 0.8 else str(r.choice(["linear", "cubic"]))}  # not modelled
+            attrs = {"mode": "nearest" if r.random() < 0.7 else str(r.choice(["linear", "linear", "cubic"]))}  # cubic: refused
             if r.random() < 0.7:
                 attrs["coordinate_transformation_mode"] = str(r.choice(
                     ["half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners", "half_pixel_symmetric"]))

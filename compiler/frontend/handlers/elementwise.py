@@ -11,6 +11,7 @@ there (ReLU is the clip to ``[0, inf)``) becomes the bounds of the Quant after i
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from fractions import Fraction
 
@@ -25,7 +26,8 @@ from ...ops import OPS, Trait, leakyrelu, lut, maximum, merge, relu, rescale, st
 from ..attributes import attribute, schema_default
 from ..load import QUANTIZERS
 from ..inflight import bend, bends_in_flight
-from ..real import as_affine, check_finite, clip_real, constant_arith, per_channel, real_add, weight_codes
+from ..real import (Quantizer, as_affine, check_finite, clip_real, constant_arith, per_channel, quant_of_affine,
+                    real_add, weight_codes)
 from ..registry import handles
 from ..state import ImportState
 from ..values import Affine, Const, RawInput, Tensor, fractions
@@ -204,6 +206,21 @@ def _staircase(state: ImportState, node: onnx.NodeProto, function: str, params: 
                          "a nonlinearity must be followed by a Quant to be exact",
                          make_scaled=lambda q, mult: staircase.Attrs(function, q, lines, params, mult),
                          reads_real=True, inputs=[f.value])
+
+
+@handles("Round")
+def round_node(state: ImportState, node: onnx.NodeProto) -> None:
+    """ONNX ``Round`` (half to even) of a real value: a quantizer of scale 1 whose bounds hold
+    every reachable value (Brevitas' bilinear upsampling rounds its interpolation onto the
+    input's grid as ``Round(v / s) * s``).  Its integer codes go on in flight, scale 1."""
+    f = as_affine(state, node.input[0], node)
+    t = state.type_of(f.value)
+    ends = [a * v + b for a, b in f.each() for v in (t.lo, t.hi)]
+    ends += [e * k for e in ends for k in f.knees()] + ([Fraction(0)] if f.knee else [])
+    ends = [min(max(e, f.lo if f.lo is not None else e), f.hi if f.hi is not None else e) for e in ends]
+    q = Quantizer((Fraction(1),), (Fraction(0),), math.floor(min(ends)), math.ceil(max(ends)), Rounding.ROUND)
+    codes = quant_of_affine(state, node, f, q)
+    state.values[node.output[0]] = Affine(codes, (Fraction(1),), (Fraction(0),), source=node.name)
 
 
 # -- arithmetic ------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import onnx
 
 from ...errors import UnsupportedModelError
 from ...ir.types import FixedType, power_of_two_exponent
-from ...ops import avgpool, conv, crop, flatten, globalavgpool, maxpool, upsample
+from ...ops import avgpool, conv, crop, flatten, globalavgpool, interpolate, maxpool, upsample
 from ..attributes import (attribute, ceil_mode_extra, explicit_pads, nearest_coordinates, nearest_sources,
                           required_attribute, schema_default)
 from ..inflight import ascending, move
@@ -283,26 +283,16 @@ def resize(state: ImportState, node: onnx.NodeProto) -> None:
     if state.opset < 11:
         raise UnsupportedModelError(f"node '{node.name}' (Resize): opset {state.opset} Resize is not supported "
                                     "(opset 11 or newer)")
+    if str(attribute(node, "mode", "nearest")) == "linear":
+        interpolate_resize(state, node)
+        return
     x = state.tensor(node.input[0], node)
-    if len(node.input) > 3 and node.input[3]:
-        raise UnsupportedModelError(f"node '{node.name}' (Resize): input sizes is not supported (give scales)")
-    scales = state.optional_const(node, 2, "the scales")
-    if scales is None or scales.size < 3 or np.any(scales[:2] != 1) or np.any(scales <= 0):
-        raise UnsupportedModelError(f"node '{node.name}' (Resize): needs constant positive scales on spatial dims only")
-    transform = str(attribute(node, "coordinate_transformation_mode",
-                              schema_default(node, "coordinate_transformation_mode", state.opset)))
     nearest = str(attribute(node, "nearest_mode", schema_default(node, "nearest_mode", state.opset)))
-    spatial = state.known_shape(node.input[0], node)[1:]
+    transform, spatial, scales = resize_geometry(state, node, f"nearest_mode={nearest!r}")
     where = f"attributes coordinate_transformation_mode={transform!r}, nearest_mode={nearest!r}"
-    if len(spatial) != scales.size - 2 or not all(spatial):
-        raise UnsupportedModelError(f"node '{node.name}' (Resize): the input's shape is unknown, so {where} cannot "
-                                    "be checked")
     steps = []
-    for d, (n_in, scale) in enumerate(zip(spatial, (float(v) for v in scales[2:]))):
-        n_out = int(math.floor(n_in * np.float32(scale)))
-        if n_out < 1:
-            raise UnsupportedModelError(f"node '{node.name}' (Resize): scale {scale:g} on spatial dim {d} of length "
-                                        f"{n_in} leaves no output (floor({n_in} x {scale:g}) = {n_out})")
+    for d, (n_in, scale) in enumerate(zip(spatial, scales)):
+        n_out = resized_length(node, d, n_in, scale)
         try:
             src = nearest_sources(n_out, n_in, Fraction(scale), transform, nearest)
             other = nearest_sources(n_out, n_in, Fraction(scale), transform, nearest, resized=n_in * Fraction(scale))
@@ -331,6 +321,32 @@ def resize(state: ImportState, node: onnx.NodeProto) -> None:
     _resample(state, node, x, steps)
 
 
+def resize_geometry(state: ImportState, node: onnx.NodeProto, mode: str) -> tuple[str, tuple[int, ...], list[float]]:
+    """A Resize's coordinate transformation, its input's spatial shape and its spatial scales
+    (constant, positive, none on the batch or channels; given as scales, not sizes)."""
+    if len(node.input) > 3 and node.input[3]:
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): input sizes is not supported (give scales)")
+    scales = state.optional_const(node, 2, "the scales")
+    if scales is None or scales.size < 3 or np.any(scales[:2] != 1) or np.any(scales <= 0):
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): needs constant positive scales on spatial dims only")
+    transform = str(attribute(node, "coordinate_transformation_mode",
+                              schema_default(node, "coordinate_transformation_mode", state.opset)))
+    spatial = state.known_shape(node.input[0], node)[1:]
+    if len(spatial) != scales.size - 2 or not all(spatial):
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): the input's shape is unknown, so attributes "
+                                    f"coordinate_transformation_mode={transform!r}, {mode} cannot be checked")
+    return transform, spatial, [float(v) for v in scales[2:]]
+
+
+def resized_length(node: onnx.NodeProto, d: int, n_in: int, scale: float) -> int:
+    """ONNX's output length ``floor(n_in * scale)`` (the float32 scale), refused where it is 0."""
+    n_out = int(math.floor(n_in * np.float32(scale)))
+    if n_out < 1:
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): scale {scale:g} on spatial dim {d} of length "
+                                    f"{n_in} leaves no output (floor({n_in} x {scale:g}) = {n_out})")
+    return n_out
+
+
 def _resample_step(src: np.ndarray, n_in: int) -> tuple[int, int, int] | None:
     """The smallest ``(p, o, q)`` with ``src[j] == floor((j * q + o) / p)`` for every output
     index ``j`` (None: no ``p`` up to :data:`MAX_RESAMPLE_FACTOR` does).  ``o`` lies in
@@ -344,6 +360,59 @@ def _resample_step(src: np.ndarray, n_in: int) -> tuple[int, int, int] | None:
                 if np.array_equal((j * q + o) // p, src):
                     return p, o, q
     return None
+
+
+def interpolate_resize(state: ImportState, node: onnx.NodeProto) -> None:
+    """Linear Resize: per axis, each output reads the two inputs around the exact coordinate
+    ONNX's transformation gives it (the file's float32 scale; indices clamped, as ONNX's edge
+    padding does) with rational weights ``1 - r`` and ``r``; the integer numerators over a
+    common denominator are an :mod:`...ops.interpolate` node whose sums the value carries in
+    flight, scaled by ``1 / D``, to the Quant (or output) that ends it.  Refused in one line:
+    antialiasing a downscale (another filter), a coordinate the file's two readings of the
+    resized length place differently, sums wider than the reference holds."""
+    transform, spatial, scales = resize_geometry(state, node, "mode='linear'")
+    if attribute(node, "antialias", 0) and min(scales) < 1:
+        raise UnsupportedModelError(f"node '{node.name}' (Resize): attribute antialias=1 with a downscale (scales "
+                                    f"{scales}) is not supported")
+    axes = []
+    for d, (n_in, scale) in enumerate(zip(spatial, scales)):
+        n_out = resized_length(node, d, n_in, scale)
+        try:
+            coords = nearest_coordinates(n_out, n_in, Fraction(scale), transform)
+            other = nearest_coordinates(n_out, n_in, Fraction(scale), transform, resized=n_in * Fraction(scale))
+        except ValueError:
+            raise UnsupportedModelError(f"node '{node.name}' (Resize): attribute coordinate_transformation_mode="
+                                        f"{transform!r} is not supported in mode 'linear'") from None
+        if coords != other:
+            j = next(j for j, (a, b) in enumerate(zip(coords, other)) if a != b)
+            raise UnsupportedModelError(
+                f"node '{node.name}' (Resize): coordinate_transformation_mode={transform!r} with scale {scale:g} on "
+                f"spatial dim {d} places output {j} at {float(coords[j]):g} or {float(other[j]):g} as the resized "
+                f"length is {n_out} (the output's) or {n_in * scale:g}: the file's meaning is ambiguous")
+        axes.append(linear_axis(coords, n_in))
+    attrs = interpolate.Attrs(tuple(axes))
+    f = state.values.get(node.input[0])
+    if isinstance(f, Affine):
+        if f.piecewise:
+            raise UnsupportedModelError(f"node '{node.name}' (Resize): interpolates the output of '{f.source}', bent by "
+                                        "a ReLU/Clip/LeakyRelu before a Quant; not supported")
+        a, b, value = f.a, f.b, f.value
+    else:
+        value = state.tensor(node.input[0], node)
+        pairs = state.code_scale(value).each()
+        a, b = tuple(s for s, _ in pairs), tuple(-z * s for s, z in pairs)
+    ir = state.add(node, interpolate.OP, [value], attrs, reads_real=True)
+    state.values[node.output[0]] = Affine(ir.output, tuple(v / attrs.denominator for v in a), b, source=node.name)
+
+
+def linear_axis(coords: list[Fraction], n_in: int) -> interpolate.Axis:
+    """The two inputs and integer weights of each output at exact coordinate ``x``:
+    ``(1 - r) in[i] + r in[i + 1]`` with ``i = floor(x)``, ``r = x - i``, indices clamped."""
+    clamp = lambda i: min(max(i, 0), n_in - 1)  # noqa: E731
+    parts = [(math.floor(x), x - math.floor(x)) for x in coords]
+    den = math.lcm(*(r.denominator for _, r in parts))
+    return interpolate.Axis(tuple((clamp(i), clamp(i + 1)) for i, _ in parts),
+                            tuple((int((1 - r) * den), int(r * den)) for _, r in parts), den)
 
 
 def _resample(state: ImportState, node: onnx.NodeProto, x: str, steps: list[tuple[int, int, int, int]]) -> None:
@@ -370,4 +439,4 @@ def _resample(state: ImportState, node: onnx.NodeProto, x: str, steps: list[tupl
 
 
 __all__ = ["average_pool", "global_average_pool", "global_max_pool", "kernel_shape", "max_pool", "pad", "resize",
-           "window"]
+           "interpolate_resize", "linear_axis", "resize_geometry", "resized_length", "window"]

@@ -57,6 +57,9 @@ class Trait(Enum):
     SEQUENCE = "sequence"
     #: the result type holds every reachable value: the op never rounds or saturates
     RANGE_EXACT = "range-exact"
+    #: reads its (C, *spatial) input as a map stored channels-last, a 1D map (C, W) included,
+    #: without being a window or scatter op the partitioner splits (linear interpolation)
+    MAP = "map"
     #: a relabelling of its input that hls4ml folds into the input's type (flatten)
     RESHAPE = "reshape"
     #: its output codes are input codes, moved, selected or maxed (pools, reshapes, upsampling):
