@@ -126,6 +126,7 @@ ATTRIBUTES: dict[str, dict[str, object]] = {
     "Slice": {"starts": MODELLED, "ends": MODELLED, "axes": MODELLED},  # attributes before opset 10
     "Split": {"axis": MODELLED, "split": MODELLED, "num_outputs": MODELLED},
     "Identity": {},
+    "Round": {},
     "Dropout": {"ratio": NO_EFFECT, "seed": NO_EFFECT},  # inference: the input passes (training_mode refused)
     "Constant": {"value": MODELLED, "value_float": MODELLED, "value_floats": MODELLED, "value_int": MODELLED,
                  "value_ints": MODELLED, "sparse_value": Only((None,), "dense constants"),

@@ -141,12 +141,15 @@ def qcdq_model(path):
 
 
 def inflight_model(path):
-    """Real-valued tensors between quantizers: a PRelu on a layer's output before its Quant."""
+    """Real-valued tensors between quantizers: a PRelu on a layer's output before its Quant; a
+    bilinear Resize rounded onto its input's grid (Brevitas' ``Round(v / s) * s``)."""
     b = Builder((2, 4, 4))
     c = b.node("Conv", [b.quant("x", "xq"), b.weight("wc", (3, 2, 3, 3))], "c", kernel_shape=[3, 3])
     p = b.node("PRelu", [b.node("Mul", [c, b.const("k", 0.3)], "m"), b.const("slope", [[[0.25]], [[0.5]], [[-0.125]]])],
                "pr")
-    return b.save(path, b.quant(p, "y"), (3, 2, 2))
+    r = b.node("Resize", [b.quant(p, "pq"), "", b.const("scales", [1, 1, 2, 2])], "r", mode="linear")
+    rounded = b.node("Round", [b.node("Div", [r, "act_s"], "d")], "rounded")
+    return b.save(path, b.node("Mul", [rounded, "act_s"], "y"), (3, 4, 4))
 
 
 def branch_model(path):
