@@ -28,7 +28,7 @@ from ..exact.requant import Step
 from ..exact.rounding import Rounding, div_round_int, round_float
 from ..ir.meaning import CodeScale
 from ..ir.types import MAX_WIDTH, FixedType, bits_for_range, dyadic_codes, power_of_two_exponent
-from ..ops import OPS, Trait, maximum, merge, rescale
+from ..ops import OPS, Trait, maximum, merge, relu, rescale
 from .clips import clip_codes, compose_clip
 from .integer import integer_scale
 from .state import ImportState
@@ -471,7 +471,12 @@ def _quant_of_knee(state: ImportState, node: onnx.NodeProto, f: Affine, q: Quant
 
 
 def affine_output(state: ImportState, f: Affine) -> str:
-    """A graph output no Quant rounds: the accumulator, its exact meaning recorded."""
+    """A graph output no Quant rounds: the accumulator, its exact meaning recorded.  A ReLU of
+    ``a_c * acc`` (every ``a_c > 0``, no offset) is the ReLU of the codes."""
+    node = next((n for n in state.model.graph.node if n.name == f.source), None)
+    if node is not None and f.lo == 0 and f.hi is None and not f.knee and all(a > 0 and b == 0 for a, b in f.each()):
+        f = replace(f, value=state.add(node, relu.OP, [f.value], relu.Attrs(), reads_real=True, part="relu").output,
+                    lo=None)
     if f.piecewise:
         raise UnsupportedModelError(f"node '{f.source}': a ReLU/Clip/LeakyRelu at the graph output without a Quant is "
                                     "not supported")

@@ -165,10 +165,13 @@ def hls4ml_multiout(path: Path) -> Path:
 
 
 # -- hls4ml: test/pytest/test_brevitas_parsing.py (upsampling) -----------------------------
-def hls4ml_upsampling(two_d: bool) -> Callable[[Path], Path]:
+def hls4ml_upsampling(two_d: bool, linear: bool = False) -> Callable[[Path], Path]:
     """test_pytorch_upsampling1d / 2d: a fixed-point QuantIdentity, then ``QuantUpsample(2)`` of a
     (4, 8) signal, or ``QuantUpsamplingNearest2d(scale_factor=(1, 2.4))`` of a (4, 6, 8) map
-    (fractional: 8 columns become 19), then a ReLU."""
+    (fractional: 8 columns become 19), then a ReLU.  ``linear``: the same models with the
+    interpolating layers of the family hls4ml's Brevitas parser lists, ``QuantUpsample(2,
+    mode='linear')`` and ``QuantUpsamplingBilinear2d(scale_factor=2)`` (align_corners), which
+    round their interpolation onto the input's grid."""
 
     def build(path: Path) -> Path:
         import torch
@@ -179,8 +182,12 @@ def hls4ml_upsampling(two_d: bool) -> Callable[[Path], Path]:
             def __init__(self):
                 super().__init__()
                 self.identity = qnn.QuantIdentity(act_quant=Int8ActPerTensorFixedPoint, return_quant_tensor=True)
-                self.upsample = (qnn.QuantUpsamplingNearest2d(scale_factor=(1, 2.4)) if two_d else
-                                 qnn.QuantUpsample(scale_factor=2))
+                if linear:
+                    self.upsample = (qnn.QuantUpsamplingBilinear2d(scale_factor=2) if two_d else
+                                     qnn.QuantUpsample(scale_factor=2, mode="linear"))
+                else:
+                    self.upsample = (qnn.QuantUpsamplingNearest2d(scale_factor=(1, 2.4)) if two_d else
+                                     qnn.QuantUpsample(scale_factor=2))
                 self.relu = torch.nn.ReLU()
 
             def forward(self, x):
@@ -239,6 +246,10 @@ GRAPH_CASES: tuple[Case, ...] = (
            hls4ml_merge(op)) for op in ("cat", "add", "sub", "minimum", "maximum")),
     *(Case(f"hls4ml_quant_upsampling{d}d", f"hls4ml test/pytest/test_brevitas_parsing.py::test_pytorch_upsampling{d}d"
            + (" (scale_factor=(1, 2.4))" if d == 2 else " (scale_factor=2)"), hls4ml_upsampling(d == 2)) for d in (1, 2)),
+    *(Case(f"hls4ml_quant_{name}", f"hls4ml test/pytest/test_brevitas_parsing.py::test_pytorch_upsampling{d}d with "
+           f"{layer} in place of the nearest layer", hls4ml_upsampling(d == 2, linear=True))
+      for d, name, layer in ((1, "linear1d", "QuantUpsample(2, mode='linear')"),
+                             (2, "bilinear2d", "QuantUpsamplingBilinear2d(scale_factor=2)"))),
     Case("brevitas_melgan_output", "Brevitas src/brevitas_examples/text_to_speech/melgan/generator_brevitas.py::Generator "
          "(the last block: LeakyReLU + QuantHardTanh, QuantConv1d k7 p3 with 8 of its 32 input channels, "
          "QuantTanh 16-bit)", brevitas_melgan_output, input_type="fixed<16,6>"),
