@@ -139,3 +139,13 @@ def test_interpolating_a_bent_value_in_flight_is_refused(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"node 'Resize_0' \(Resize\): interpolates the output of "
                                                     r"'Leaky_0', bent by a ReLU/Clip/LeakyRelu"):
         api.load_model(path)
+
+
+def test_an_integer_coordinate_float64_places_above_itself_is_refused(tmp_path):
+    """half_pixel_symmetric, 7 -> 3 (scale 0.5): output 0 reads exactly input 1, but float64's
+    offset makes it 1.0000000000000002, where ONNX's reference evaluator reads inputs (0, 1)
+    with weights (1, 2**-52): in[0], not in[1]. Found by the oracle property."""
+    path = _resize_model(tmp_path / "m.onnx", (2, 7), (0.5,), "half_pixel_symmetric", opset=19)
+    with pytest.raises(UnsupportedModelError, match=r"output 0's input coordinate is exactly 1, 1.0000000000000002 in "
+                                                    r"float64; executors disagree on its neighbours"):
+        api.load_model(path)

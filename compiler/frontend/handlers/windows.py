@@ -389,6 +389,16 @@ def interpolate_resize(state: ImportState, node: onnx.NodeProto) -> None:
                 f"node '{node.name}' (Resize): coordinate_transformation_mode={transform!r} with scale {scale:g} on "
                 f"spatial dim {d} places output {j} at {float(coords[j]):g} or {float(other[j]):g} as the resized "
                 f"length is {n_out} (the output's) or {n_in * scale:g}: the file's meaning is ambiguous")
+        rounded = nearest_coordinates(n_out, n_in, scale, transform)
+        # an integer coordinate k that float64 places just above k: ONNX's reference evaluator then
+        # reads the neighbours (k - 1, k) with weights (1, 0) (below k, or at k = 0, it reads in[k])
+        missed = next((j for j, (e, r) in enumerate(zip(coords, rounded)) if e.denominator == 1 and r > e >= 1), None)
+        if missed is not None:
+            raise UnsupportedModelError(
+                f"node '{node.name}' (Resize): coordinate_transformation_mode={transform!r} with scale {scale:g} on "
+                f"spatial dim {d}: output {missed}'s input coordinate is exactly {coords[missed]}, "
+                f"{rounded[missed]!r} in float64; executors disagree on its neighbours, so the file's meaning is "
+                "ambiguous")
         axes.append(linear_axis(coords, n_in))
     attrs = interpolate.Attrs(tuple(axes))
     f = state.values.get(node.input[0])
