@@ -1,10 +1,12 @@
 // Stream <-> array helpers shared by Tessera's io_stream kernels (one pixel, all channels,
-// per stream word), and the plane buffer of the io_stream 3D window kernels (convolution,
+// per stream word), the elementwise walk of integer codes, and the plane buffer of the io_stream 3D window kernels (convolution,
 // max and average pooling): the last KD planes of the padded volume, never the whole volume.
 #ifndef NNET_TESSERA_STREAM_H_
 #define NNET_TESSERA_STREAM_H_
 
+#include "ap_int.h"
 #include "hls_stream.h"
+#include "nnet_common.h"
 
 namespace nnet {
 
@@ -74,6 +76,41 @@ Depth:
                 res.write(out);
             }
         }
+    }
+}
+
+// An elementwise map of integer codes (requantization, staircases): each output code is
+// Element::apply<input type, CONFIG_T>(x, c, args...) of its input x and channel c (the
+// fastest-varying index modulo CONFIG_T::n_chan, hls4ml's channels-last order), written
+// into the output's raw bits (CONFIG_T::out_bits).  io_parallel: every element unrolled.
+template <class data_T, class res_T, typename CONFIG_T, class Element, class... Args>
+void tessera_codes_map_cl(data_T data[CONFIG_T::n_in], res_T res[CONFIG_T::n_in], Args... args) {
+    #pragma HLS PIPELINE
+Elements:
+    for (unsigned i = 0; i < CONFIG_T::n_in; i++) {
+        #pragma HLS UNROLL
+        long long y = Element::template apply<data_T, CONFIG_T>(data[i], i % CONFIG_T::n_chan, args...);
+        res[i].range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
+    }
+}
+
+// io_stream: one word per iteration; element j of word w is element w * size + j.
+template <class data_T, class res_T, typename CONFIG_T, class Element, class... Args>
+void tessera_codes_map_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, Args... args) {
+Words:
+    for (unsigned w = 0; w < CONFIG_T::n_in / data_T::size; w++) {
+        #pragma HLS PIPELINE
+        data_T in = data.read();
+        res_T out;
+        PRAGMA_DATA_PACK(out)
+    Elements:
+        for (unsigned j = 0; j < data_T::size; j++) {
+            #pragma HLS UNROLL
+            long long y = Element::template apply<typename data_T::value_type, CONFIG_T>(
+                in[j], (w * data_T::size + j) % CONFIG_T::n_chan, args...);
+            out[j].range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
+        }
+        res.write(out);
     }
 }
 

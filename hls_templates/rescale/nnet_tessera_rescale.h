@@ -16,6 +16,7 @@
 #include "hls_stream.h"
 #include "nnet_common.h"
 #include "nnet_tessera_codes.h"
+#include "nnet_tessera_stream.h"
 
 namespace nnet {
 
@@ -58,41 +59,29 @@ inline long long tessera_rescale_one(const data_T &x, unsigned c, const typename
     return y;
 }
 
+struct tessera_rescale_element {
+    template <class data_T, typename CONFIG_T>
+    static long long apply(const data_T &x, unsigned c, const typename CONFIG_T::mult_t *mult,
+                           const typename CONFIG_T::add_t *add, const typename CONFIG_T::thr_t *thr) {
+        #pragma HLS INLINE
+        return tessera_rescale_one<data_T, CONFIG_T>(x, c, mult, add, thr);
+    }
+};
+
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_rescale_cl(data_T data[CONFIG_T::n_in], res_T res[CONFIG_T::n_in],
                         const typename CONFIG_T::mult_t mult[CONFIG_T::n_chan],
                         const typename CONFIG_T::add_t add[CONFIG_T::n_chan],
                         const typename CONFIG_T::thr_t thr[CONFIG_T::n_chan * CONFIG_T::levels]) {
-    #pragma HLS PIPELINE
-Elements:
-    for (unsigned i = 0; i < CONFIG_T::n_in; i++) {
-        #pragma HLS UNROLL
-        long long y = tessera_rescale_one<data_T, CONFIG_T>(data[i], i % CONFIG_T::n_chan, mult, add, thr);
-        res[i].range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
-    }
+    tessera_codes_map_cl<data_T, res_T, CONFIG_T, tessera_rescale_element>(data, res, mult, add, thr);
 }
 
-// io_stream: one word per iteration; element j of word w is element w * size + j.
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_rescale_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
                             const typename CONFIG_T::mult_t mult[CONFIG_T::n_chan],
                             const typename CONFIG_T::add_t add[CONFIG_T::n_chan],
                             const typename CONFIG_T::thr_t thr[CONFIG_T::n_chan * CONFIG_T::levels]) {
-Words:
-    for (unsigned w = 0; w < CONFIG_T::n_in / data_T::size; w++) {
-        #pragma HLS PIPELINE
-        data_T in = data.read();
-        res_T out;
-        PRAGMA_DATA_PACK(out)
-    Elements:
-        for (unsigned j = 0; j < data_T::size; j++) {
-            #pragma HLS UNROLL
-            long long y = tessera_rescale_one<typename data_T::value_type, CONFIG_T>(
-                in[j], (w * data_T::size + j) % CONFIG_T::n_chan, mult, add, thr);
-            out[j].range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
-        }
-        res.write(out);
-    }
+    tessera_codes_map_stream<data_T, res_T, CONFIG_T, tessera_rescale_element>(data, res, mult, add, thr);
 }
 
 } // namespace nnet

@@ -12,6 +12,7 @@
 #include "hls_stream.h"
 #include "nnet_common.h"
 #include "nnet_tessera_codes.h"
+#include "nnet_tessera_stream.h"
 
 namespace nnet {
 
@@ -43,39 +44,29 @@ Search:
     return (long long)base[c] + pos;
 }
 
+struct tessera_staircase_element {
+    template <class data_T, typename CONFIG_T>
+    static long long apply(const data_T &x, unsigned c, const typename CONFIG_T::sign_t *sign,
+                           const typename CONFIG_T::base_t *base, const typename CONFIG_T::thr_t *thr) {
+        #pragma HLS INLINE
+        return tessera_staircase_one<data_T, CONFIG_T>(x, c, sign, base, thr);
+    }
+};
+
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_staircase_cl(data_T data[CONFIG_T::n_in], res_T res[CONFIG_T::n_in], const typename CONFIG_T::sign_t sign[CONFIG_T::n_chan],
+void tessera_staircase_cl(data_T data[CONFIG_T::n_in], res_T res[CONFIG_T::n_in],
+                          const typename CONFIG_T::sign_t sign[CONFIG_T::n_chan],
                           const typename CONFIG_T::base_t base[CONFIG_T::n_chan],
                           const typename CONFIG_T::thr_t thr[CONFIG_T::n_chan * CONFIG_T::n_thr]) {
-    #pragma HLS PIPELINE
-Elements:
-    for (unsigned i = 0; i < CONFIG_T::n_in; i++) {
-        #pragma HLS UNROLL
-        long long y = tessera_staircase_one<data_T, CONFIG_T>(data[i], i % CONFIG_T::n_chan, sign, base, thr);
-        res[i].range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
-    }
+    tessera_codes_map_cl<data_T, res_T, CONFIG_T, tessera_staircase_element>(data, res, sign, base, thr);
 }
 
-// io_stream: one word per iteration; element j of word w is element w * size + j.
 template <class data_T, class res_T, typename CONFIG_T>
-void tessera_staircase_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, const typename CONFIG_T::sign_t sign[CONFIG_T::n_chan],
+void tessera_staircase_stream(hls::stream<data_T> &data, hls::stream<res_T> &res,
+                              const typename CONFIG_T::sign_t sign[CONFIG_T::n_chan],
                               const typename CONFIG_T::base_t base[CONFIG_T::n_chan],
                               const typename CONFIG_T::thr_t thr[CONFIG_T::n_chan * CONFIG_T::n_thr]) {
-Words:
-    for (unsigned w = 0; w < CONFIG_T::n_in / data_T::size; w++) {
-        #pragma HLS PIPELINE
-        data_T in = data.read();
-        res_T out;
-        PRAGMA_DATA_PACK(out)
-    Elements:
-        for (unsigned j = 0; j < data_T::size; j++) {
-            #pragma HLS UNROLL
-            long long y = tessera_staircase_one<typename data_T::value_type, CONFIG_T>(
-                in[j], (w * data_T::size + j) % CONFIG_T::n_chan, sign, base, thr);
-            out[j].range(CONFIG_T::out_bits - 1, 0) = ap_int<CONFIG_T::out_bits>(y).range();
-        }
-        res.write(out);
-    }
+    tessera_codes_map_stream<data_T, res_T, CONFIG_T, tessera_staircase_element>(data, res, sign, base, thr);
 }
 
 } // namespace nnet
