@@ -361,7 +361,7 @@ def _quantize_linear_input(executor: IndependentExecutor, node: onnx.NodeProto, 
     return (x / reshape_input(np.asarray(get(q.input[1]), dtype=np.float64), x.shape, axis))[0], "ROUND"
 
 
-def diagnose(executor: IndependentExecutor, graph, x: np.ndarray, exact_values: dict[str, np.ndarray]
+def diagnose(executor: IndependentExecutor, graph, x: np.ndarray | list[np.ndarray], exact_values: dict[str, np.ndarray]
              ) -> list[Diagnosis]:
     """Per sample of ``x``: the first ONNX node whose output differs from the exact value of
     the IR value it corresponds to, and whether that difference is a rounding float64 cannot
@@ -369,7 +369,7 @@ def diagnose(executor: IndependentExecutor, graph, x: np.ndarray, exact_values: 
     values = executor.run_all(x)
     by_node = {v: k for k, v in graph.origin.items()}  # ONNX node name -> IR value
     out = []
-    for i in range(len(x)):
+    for i in range(len(x[0]) if isinstance(x, list) else len(x)):  # samples (x: one array per input)
         found = Diagnosis(None)
         for node in executor.nodes:
             ir = by_node.get(node.name)

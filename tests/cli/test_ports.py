@@ -150,3 +150,20 @@ def test_codes_of_several_inputs_are_checked_per_input_in_one_line(compiled):
         api.input_codes(prj, [a, b + 1], codes=True)
     with pytest.raises(InputDataError, match=r"^input: the inputs hold different numbers of samples \(3, 2\)$"):
         api.input_codes(prj, [a, b[:2]], codes=True)
+
+
+def test_a_difference_is_diagnosed_per_sample_with_several_inputs(compiled):
+    """The diagnosis walks samples, not inputs: three samples of two inputs, the sum off in every
+    one (as if the reference had erred), each names the Quant after the Add."""
+    from tessera.compiler.independent import IndependentExecutor, diagnose
+    from tessera.compiler.reference.interpret import run_ir
+    from tessera.compiler.samples import input_samples
+
+    _, model, _ = compiled
+    g = api.load_model(model)
+    codes = input_samples(g, 3, seed=2)
+    exact = {v: g.real(v, c) for v, c in run_ir(g, codes, keep=set(g.origin)).items()}
+    summed = g.outputs[0]
+    exact[summed] = exact[summed] + 1.0
+    found = diagnose(IndependentExecutor(onnx.load(str(model))), g, g.input_real(codes), exact)
+    assert [f.at.node for f in found] == ["Quant_sum"] * 3
