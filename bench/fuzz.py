@@ -101,14 +101,16 @@ def render(data: dict, out: Path) -> None:
         several = (f"; {o['several_inputs']} of the compiled graphs have two inputs, {o['several_outputs']} two "
                    "outputs" if "several_inputs" in o else "")
         lines += ["", f"Oracle property ({o['cases']} random graphs of Quant, Conv, MaxPool, AveragePool, Relu, "
-                      "LeakyRelu, Resize (integer, fractional and below-1 scales), GlobalAveragePool, "
-                      "BatchNormalization on codes, tabulated nonlinearities (Sigmoid, Tanh, HardSigmoid, HardSwish, "
-                      "Elu, Selu, Softsign, Softplus, ThresholdedRelu), two branches joined by Max / Min / Sub / Add, "
+                      "LeakyRelu, Resize (nearest and linear; cubic, refused; integer, fractional and below-1 "
+                      "scales), GlobalAveragePool, BatchNormalization on codes, tabulated nonlinearities (Sigmoid, "
+                      "Tanh, HardSigmoid, HardSwish, Elu, Selu, Softsign, Softplus, ThresholdedRelu) on codes and on "
+                      "a float-scaled accumulator (staircases), two branches joined by Max / Min / Sub / Add, "
                       "Slice, Split, ReduceMean, a second input joined with the first, a second output, with random "
                       f"attributes, opset 13 and 19): {o['refused']} "
                       f"refused in one line ({', '.join(f'{k} {v}' for k, v in sorted(o['refusals'].items()))}), "
                       f"{o['compiled']} compiled, {o['equal']} of {o['outputs']} outputs equal the user's file run by "
-                      f"the independent executor, {o['undecidable']} undecidable, "
+                      f"the independent executor, {o['undecidable']} undecidable (a Quant input within 2^-40 of a "
+                      "rounding boundary, which float64 cannot place), "
                       f"{o['outputs'] - o['equal'] - o['undecidable']} differ{several}; {o['seconds']} s."]
     oc = data.get("oracle_property_csim")
     if oc:
