@@ -6,7 +6,8 @@ SFC / LFC / CNV in their shipped bit widths and ResNet-18 4W4A (its float input 
 ``fixed<8,1>``), exported with ``export_qonnx`` at random initialisation with non-trivial
 BatchNorm statistics (TFC / SFC also after ``TRAIN_EPOCHS`` epochs on the real training
 digits), ``brevitas_examples.super_resolution``'s ESPCN x2 (two quantizer configurations,
-``models/super_resolution.py``), and the Brevitas default-quantizer
+``models/super_resolution.py``), ``brevitas_examples.text_to_speech``'s MelGAN generator
+(``models/melgan.py``, io_stream, its float spectrogram declared ``fixed<16,6>``), and the Brevitas default-quantizer
 models of ``models/brevitas_default.py`` (all exported into the work folder; no weights
 enter the repository).  The zoo files are measured in both io types (``zoo <name> io_stream``
 rows: both tools compile the file for io_stream; the other models in the io type their
@@ -50,6 +51,7 @@ import numpy as np
 
 from tessera.models.bnn_pynq import BNN_PYNQ, INPUT_TYPES, RESNET18, export_bnn_pynq
 from tessera.models.brevitas_default import BREVITAS_DEFAULT, export_brevitas_default
+from tessera.models.melgan import INPUT_TYPE as MELGAN_INPUT_TYPE, export_melgan
 from tessera.models.super_resolution import ESPCN, export_espcn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +68,10 @@ ZOO_MODELS = {
 }
 
 
+#: brevitas_examples' MelGAN generator (models/melgan.py) and its samples (verified, the
+#: user model's and the testbench's): 1,024 outputs a sample, each of its checks seconds a sample
+MELGAN = "melgan generator"
+MELGAN_SAMPLES = 16
 #: a zoo label with this suffix: the same file compiled for io_stream (both tools)
 STREAM = " io_stream"
 #: The project testbench's samples for ResNet-18 (64 for every other model): its standalone
@@ -135,7 +141,7 @@ def compare(theirs: np.ndarray, ours_codes_like, graph, executor_out: np.ndarray
 
 
 def run_model(label: str, path: Path, input_type: str | None, digits: bool, work: Path, samples: int,
-              io_type: str | None = None, tb_samples: int = 64) -> dict:
+              io_type: str | None = None, tb_samples: int = 64, user_samples: int = 100) -> dict:
     from hls_bench import measure_project
 
     import onnx
@@ -161,7 +167,8 @@ def run_model(label: str, path: Path, input_type: str | None, digits: bool, work
     oracle = cell_oracle(path)
     try:
         row["tessera"] = measure_project(path, work / f"{safe}_tessera", io_type, samples, data=data,
-                                         input_type=input_type, oracle=oracle, tb_samples=tb_samples)
+                                         input_type=input_type, oracle=oracle, tb_samples=tb_samples,
+                                         user_samples=min(user_samples, samples))
     except Exception as exc:  # noqa: BLE001
         row["tessera"] = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
     des = estimate(graph, get_part("xcu250"), io_type=f"io_{io_type}")
@@ -223,6 +230,10 @@ def render(doc: dict, out: Path) -> None:
              "`brevitas_examples.super_resolution`'s ESPCN x2 (`models/super_resolution.py`: 3x16x16 images in [0, 1], "
              "random initialisation with drawn BatchNorm statistics, activation scales calibrated on random images; its "
              "last convolution's real-valued output through the PixelShuffle into an 8-bit QuantReLU), "
+             "`brevitas_examples.text_to_speech`'s MelGAN generator (`models/melgan.py`: 80 mel channels x 4 frames to "
+             "1,024 audio samples, 8-bit, its last layer a 16-bit QuantTanh of a convolution's accumulator; random "
+             "initialisation, activation scales calibrated on random log-mel spectrograms; its float spectrogram "
+             "declared `fixed<16,6>`, io_stream), "
              "and models written with Brevitas' default quantizers (`models/brevitas_default.py`: float scales, "
              "per-channel weights, BatchNorm, a residual add, a depthwise-separable block, TruncAvgPool, a global "
              "average pool, a PixelShuffle, a QuantLSTM; exported with brevitas' TorchScript exporter, untrained except "
@@ -290,7 +301,7 @@ def main() -> None:
                                                     *(f"bnn_pynq {m}" for m in (*BNN_PYNQ, RESNET18)),
                                                     *(f"bnn_pynq {m} trained" for m in BNN_PYNQ if m[:3] in ("tfc", "sfc")),
                                                     *(f"brevitas {m}" for m in BREVITAS_DEFAULT),
-                                                    *(f"espcn {m}" for m in ESPCN)])
+                                                    *(f"espcn {m}" for m in ESPCN), MELGAN])
     ap.add_argument("--keep-rows", action="store_true",
                     help="keep the rows of realworld.json for models this run does not measure (each row says its run)")
     ap.add_argument("--samples", type=int, default=1000, help="random full-range inputs per model")
@@ -332,6 +343,11 @@ def main() -> None:
             if not path.exists():
                 export_espcn(name, path)
             input_type, digits = None, False
+        elif label == MELGAN:
+            path = args.work / "melgan" / "generator.onnx"
+            if not path.exists():
+                export_melgan(path)
+            input_type, digits = MELGAN_INPUT_TYPE, False
         elif label.startswith("brevitas "):
             name = label.split()[-1]
             path = args.work / "brevitas_default" / f"{name}.onnx"
@@ -346,9 +362,10 @@ def main() -> None:
                 export_bnn_pynq(name, path, epochs=TRAIN_EPOCHS if trained else 0)
             input_type, digits = INPUT_TYPES.get(name), "fc" in name
         conv = "cnv" in label or RESNET18 in label or label.startswith("espcn ")
-        row = run_model(label, path, input_type, digits, args.work, args.conv_samples if conv else args.samples,
-                        io_type="stream" if label.endswith(STREAM) else None,
-                        tb_samples=RESNET18_TB_SAMPLES if RESNET18 in label else 64)
+        samples = MELGAN_SAMPLES if label == MELGAN else args.conv_samples if conv else args.samples
+        row = run_model(label, path, input_type, digits, args.work, samples,
+                        io_type="stream" if label.endswith(STREAM) or label == MELGAN else None,
+                        tb_samples=RESNET18_TB_SAMPLES if RESNET18 in label else MELGAN_SAMPLES if label == MELGAN else 64)
         row["seconds"] = round(time.perf_counter() - t0, 1)
         row["run"] = run
         rows.append(row)
