@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -68,6 +69,9 @@ ZOO_MODELS = {
 }
 
 
+#: hls4ml's flow on one model is given this long (on MelGAN it ran past 20 minutes without
+#: writing its project)
+HLS4ML_TIMEOUT_S = 900
 #: brevitas_examples' MelGAN generator (models/melgan.py) and its samples (verified, the
 #: user model's and the testbench's): 1,024 outputs a sample, each of its checks seconds a sample
 MELGAN = "melgan generator"
@@ -80,9 +84,26 @@ RESNET18_TB_SAMPLES = 16
 
 
 def hls4ml_predict(model_path: Path, x: np.ndarray | list[np.ndarray], out_dir: Path,
-                   io_type: str = "io_parallel") -> tuple[np.ndarray | None, dict]:
-    """hls4ml 1.3's documented QONNX flow on the user's file (``x``: one array per input);
-    (outputs, every output of a sample side by side; timings or error)."""
+                   io_type: str = "io_parallel", timeout_s: int = HLS4ML_TIMEOUT_S) -> tuple[np.ndarray | None, dict]:
+    """hls4ml 1.3's documented QONNX flow on the user's file (``x``: one array per input), in a
+    child process given ``timeout_s``; (outputs, every output of a sample side by side; timings
+    or error)."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=lambda: send.send(_hls4ml_flow(model_path, x, out_dir, io_type)))
+    child.start()
+    if receive.poll(timeout_s):
+        result = receive.recv()
+        child.join()
+        return result
+    child.kill()
+    child.join()
+    return None, {"error": f"did not finish within {timeout_s // 60} minutes (qonnx clean-up and channels-last "
+                           "conversion, convert, compile, predict)"}
+
+
+def _hls4ml_flow(model_path: Path, x: np.ndarray | list[np.ndarray], out_dir: Path,
+                 io_type: str) -> tuple[np.ndarray | None, dict]:
     import onnx
 
     from tessera.compiler.frontend.load import normalize_domains

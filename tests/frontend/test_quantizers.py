@@ -243,6 +243,6 @@ def test_a_preprocessed_declared_input_before_a_padded_convolution(tmp_path):
              helper.make_node("Conv", ["mel", "Wcq"], ["c"], name="Conv_1", kernel_shape=[7], pads=[3, 3]),
              _quant("c", "s_y", "zero", "b8", "y")]
     path = _save(tmp_path / "m.onnx", nodes, inits, (4, 6), (3, 6))
-    g = _exact_and_independent(path, input_type="fixed<16,6>")
+    g = _exact_and_independent(path, n=300, input_type="fixed<16,6>")
     shift = next(n for n in g.nodes if n.name.endswith("/zero_point"))
     assert shift.attrs.bias.tolist() == [5 << 10] * 4 and shift.attrs.btype.frac == 10
