@@ -39,7 +39,7 @@ from .base.extension import Extension, out_shape_attr
 from .cells import program as cp
 from .cells.hardware import (add_weights_layer, bias_codes, cell_weights, check_dense_cell, check_table_inputs, cint,
                              codebook, gate_tables, int_precision, recurrent_work, require_zero_states, shift, unit_major)
-from .cells.kernel import CifgGateStruct, LstmCall, LstmCellBody, LstmConfig, LstmGateStruct, requant
+from .cells.kernel import CifgGateStruct, LstmCall, LstmCellBody, LstmConfig, LstmGateStruct, LstmH0Call, requant
 from .quant import Attrs as QuantAttrs
 
 GATES = ("i", "f", "c", "o")
@@ -78,7 +78,7 @@ class Attrs:
     cell: QuantAttrs  # cell state
     cell_act: cp.Act  # tanh of the cell state with its quantizer
     out: QuantAttrs  # hidden state / output
-    h0: np.ndarray  # (H,) codes of `out`
+    h0: np.ndarray  # (H,) codes of `out` (zeros, unread, when the op's second input is h0)
     c0: np.ndarray  # (H,) codes of `cell`
     cifg: bool = False
     reverse: bool = False
@@ -86,6 +86,7 @@ class Attrs:
     cell_mult: int = 1  # float scales: the cell state's and output's scales are mult * 2**-frac
     out_mult: int = 1
     x_scale: tuple[int, int] | None = None  # (frac, mult) of float-scaled input codes
+    h0_input: bool = False  # the initial hidden state is the op's second input (codes of `out`)
 
     @property
     def hidden(self) -> int:
@@ -193,10 +194,12 @@ def lstm_body(A: cp.IntervalArith, p: str, gates: dict, cq: QuantAttrs, cell_act
 class Lstm(cp.RecurrentOp[Attrs]):
     name = "lstm"
     carries_scales = True
-    extensions = (Extension(
-        "TesseraLSTM", "A quantized LSTM over a whole sequence, on integer codes.", "rnn", "nnet_tessera_rnn.h",
-        config=LstmConfig, call=LstmCall, output_shape=out_shape_attr, attributes=("weight_products",),
-        weights=cell_weights(("wx", "wh", "b", "gate_table", "cell_table"))),)
+    extensions = tuple(Extension(
+        layer, doc, "rnn", "nnet_tessera_rnn.h", config=LstmConfig, call=call, output_shape=out_shape_attr,
+        attributes=("weight_products",), weights=cell_weights(("wx", "wh", "b", "gate_table", "cell_table")))
+        for layer, doc, call in (
+            ("TesseraLSTM", "A quantized LSTM over a whole sequence, on integer codes.", LstmCall),
+            ("TesseraLSTMH0", "The same LSTM from an initial hidden state, its second input.", LstmH0Call)))
 
     def state_quants(self, attrs: Attrs):
         return [attrs.out, attrs.cell]
@@ -209,6 +212,9 @@ class Lstm(cp.RecurrentOp[Attrs]):
 
     def initial(self, attrs: Attrs):
         return [attrs.h0, attrs.c0]
+
+    def state_inputs(self, attrs: Attrs) -> tuple[int, ...]:
+        return (0,) if attrs.h0_input else ()
 
     def step(self, A, attrs: Attrs, x, state):
         h, c = state
@@ -224,13 +230,13 @@ class Lstm(cp.RecurrentOp[Attrs]):
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         A = self.analyze(attrs, x)
-        require_zero_states([attrs.h0, attrs.c0], node, "LSTM")
+        require_zero_states([attrs.c0] if attrs.h0_input else [attrs.h0, attrs.c0], node, "LSTM")
         gates = dict(zip(GATES, attrs.gates))
         kind, stored, wprec = codebook([gates[g].wx for g in GATES] + [gates[g].wh for g in GATES])
         wx, wh = unit_major(stored[:4]), unit_major(stored[4:])
         body, b, table, ctable = lstm_body(A, "", gates, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg,
                                            carry=self.carries_scales, cell_mult=attrs.cell_mult)
-        add_weights_layer(hls, node, out, x, "TesseraLSTM", {
+        add_weights_layer(hls, node, out, x, "TesseraLSTMH0" if attrs.h0_input else "TesseraLSTM", {
             "n_hidden": attrs.hidden, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
             "cifg": attrs.cifg, "weight_kind": kind.cpp, "input_code_type": cint(x.ftype), "cell": body,
             "weight_products": self.weight_products(attrs, x),

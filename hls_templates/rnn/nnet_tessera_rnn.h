@@ -295,6 +295,15 @@ Update:
     TESSERA_PRAGMA(HLS ARRAY_RESHAPE variable = b cyclic factor = 4)                                                   \
     typename CONFIG_T::c_t c[CONFIG_T::n_hidden];
 
+// The steps of an io_parallel sequence from the states in h and c.
+#define TESSERA_LSTM_STEPS_CL                                                                                          \
+    Steps:                                                                                                             \
+    for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {                                                                 \
+        tessera_seq_load<data_T, CONFIG_T>(data, CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s, x);           \
+        tessera_lstm_step<CONFIG_T>(x, h, c, wx, wh, b, gate_table, cell_table);                                       \
+        tessera_seq_store<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);                                         \
+    }
+
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_lstm_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[CONFIG_T::n_out], TESSERA_LSTM_ARGS) {
     TESSERA_LSTM_MEMORIES
@@ -302,17 +311,35 @@ void tessera_lstm_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], res_T res[
         h[j] = 0;
         c[j] = 0;
     }
-Steps:
-    for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
-        tessera_seq_load<data_T, CONFIG_T>(data, CONFIG_T::reverse ? (int)CONFIG_T::n_steps - 1 - s : s, x);
-        tessera_lstm_step<CONFIG_T>(x, h, c, wx, wh, b, gate_table, cell_table);
-        tessera_seq_store<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, res);
+    TESSERA_LSTM_STEPS_CL
+}
+
+// The same from the initial hidden state h0 (codes of h_t, one per unit; the compiler proves
+// them on the hidden state's grid and in its quantizer's range) and a zero cell state.
+template <class data_T, class data2_T, class res_T, typename CONFIG_T>
+void tessera_lstm_h0_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], data2_T h0[CONFIG_T::n_hidden],
+                        res_T res[CONFIG_T::n_out], TESSERA_LSTM_ARGS) {
+    TESSERA_LSTM_MEMORIES
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
+        h[j] = tessera_code_of(h0[j]);
+        c[j] = 0;
     }
+    TESSERA_LSTM_STEPS_CL
 }
 
 // Streaming over time: one input word (a step's features) in, one hidden state out per step
 // (or one at the end; a reversed cell's whole sequence after its last step); the state stays
 // on chip.
+#define TESSERA_LSTM_STEPS_STREAM                                                                                      \
+    typename data_T::value_type buf[CONFIG_T::reverse ? CONFIG_T::n_steps * CONFIG_T::n_in : 1];                       \
+    typename res_T::value_type obuf[CONFIG_T::reverse && CONFIG_T::return_sequences ? CONFIG_T::n_steps * CONFIG_T::n_hidden : 1]; \
+    Steps:                                                                                                             \
+    for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {                                                                 \
+        tessera_seq_read<data_T, CONFIG_T>(data, s, buf, x);                                                           \
+        tessera_lstm_step<CONFIG_T>(x, h, c, wx, wh, b, gate_table, cell_table);                                       \
+        tessera_seq_write<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, obuf, res);                                   \
+    }
+
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TESSERA_LSTM_ARGS) {
     TESSERA_LSTM_MEMORIES
@@ -320,14 +347,22 @@ void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TES
         h[j] = 0;
         c[j] = 0;
     }
-    typename data_T::value_type buf[CONFIG_T::reverse ? CONFIG_T::n_steps * CONFIG_T::n_in : 1];
-    typename res_T::value_type obuf[CONFIG_T::reverse && CONFIG_T::return_sequences ? CONFIG_T::n_steps * CONFIG_T::n_hidden : 1];
-Steps:
-    for (int s = 0; s < (int)CONFIG_T::n_steps; s++) {
-        tessera_seq_read<data_T, CONFIG_T>(data, s, buf, x);
-        tessera_lstm_step<CONFIG_T>(x, h, c, wx, wh, b, gate_table, cell_table);
-        tessera_seq_write<res_T, typename CONFIG_T::h_t, CONFIG_T>(h, s, obuf, res);
+    TESSERA_LSTM_STEPS_STREAM
+}
+
+// The same from the initial hidden state h0: n_hidden codes in words of data2_T::size.
+template <class data_T, class data2_T, class res_T, typename CONFIG_T>
+void tessera_lstm_h0_stream(hls::stream<data_T> &data, hls::stream<data2_T> &h0, hls::stream<res_T> &res,
+                            TESSERA_LSTM_ARGS) {
+    TESSERA_LSTM_MEMORIES
+    for (int w = 0; w < (int)(CONFIG_T::n_hidden / data2_T::size); w++) {
+        data2_T word = h0.read();
+        for (int k = 0; k < (int)data2_T::size; k++) {
+            h[w * data2_T::size + k] = tessera_code_of(word[k]);
+            c[w * data2_T::size + k] = 0;
+        }
     }
+    TESSERA_LSTM_STEPS_STREAM
 }
 
 // -- GRU ----------------------------------------------------------------------------------

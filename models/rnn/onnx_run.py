@@ -214,10 +214,11 @@ def cell_oracle(path: str | Path):
     model = onnx.load(str(path))
     if not any(n.op_type in RECURRENT_OPS for n in model.graph.node):
         return None
-    xin, yout = model.graph.input[0].name, model.graph.output[0].name
+    names, yout = [i.name for i in model.graph.input], model.graph.output[0].name
 
-    def run(x: np.ndarray) -> np.ndarray:
-        return np.stack([run_cell_onnx(path, {xin: x[i:i + 1].astype(np.float32)})[yout].reshape(-1)
-                         for i in range(len(x))])
+    def run(x: np.ndarray | list[np.ndarray]) -> np.ndarray:
+        xs = list(x) if isinstance(x, list) else [x]  # several inputs: one array each, in port order
+        return np.stack([run_cell_onnx(path, {n: a[i:i + 1].astype(np.float32) for n, a in zip(names, xs)})[yout].reshape(-1)
+                         for i in range(len(xs[0]))])
 
     return api.Oracle("the file run in float64 by the cell executor (models/rnn/onnx_run.py)", run)

@@ -66,6 +66,25 @@ def _export(module, shape, path: Path, seed: int = 0, draw: Callable | None = No
     return export_model(_calibrated(module, shape, seed, draw), torch.randn(1, *shape), path)
 
 
+def _export_ports(module, shapes: list[tuple[int, ...]], path: Path, outputs: int = 1) -> Path:
+    """A Brevitas module of several inputs (``shapes``) or outputs, calibrated on a few random
+    batches and exported with brevitas' QONNX exporter: inputs ``x0, x1, ...``, outputs ``y0, ...``."""
+    import torch
+    from brevitas.export import export_qonnx
+
+    torch.manual_seed(0)
+    module.train()
+    with torch.no_grad():
+        for _ in range(8):
+            module(*(torch.randn(4, *s) for s in shapes))
+    module.eval()
+    with torch.no_grad():
+        export_qonnx(module, tuple(torch.randn(1, *s) for s in shapes), str(path), dynamo=False,
+                     input_names=[f"x{i}" for i in range(len(shapes))], output_names=[f"y{i}" for i in range(outputs)],
+                     keep_initializers_as_inputs=False)
+    return path
+
+
 def _graph(path: Path, nodes, inits, in_shape, out_shape, opset: int = 13, datatype: str | None = None) -> Path:
     g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, *in_shape])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, *out_shape])], inits)

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 from onnx import helper
 
-from .cases import Case, _calibrated, _const, _export, _graph, _quant
+from .cases import Case, _calibrated, _const, _export, _export_ports, _graph, _quant
 
 
 # -- FINN: tests/brevitas/test_brevitas_*_quanthardtanh_export.py -----------------------------
@@ -78,25 +78,6 @@ def finn_quant_transpose_conv(path: Path) -> Path:
 
 
 # -- several inputs and outputs ---------------------------------------------------------------
-def _export_ports(module, shapes: list[tuple[int, ...]], path: Path, outputs: int = 1) -> Path:
-    """A Brevitas module of several inputs (``shapes``) or outputs, calibrated on a few random
-    batches and exported with brevitas' QONNX exporter: inputs ``x0, x1, ...``, outputs ``y0, ...``."""
-    import torch
-    from brevitas.export import export_qonnx
-
-    torch.manual_seed(0)
-    module.train()
-    with torch.no_grad():
-        for _ in range(8):
-            module(*(torch.randn(4, *s) for s in shapes))
-    module.eval()
-    with torch.no_grad():
-        export_qonnx(module, tuple(torch.randn(1, *s) for s in shapes), str(path), dynamo=False,
-                     input_names=[f"x{i}" for i in range(len(shapes))], output_names=[f"y{i}" for i in range(outputs)],
-                     keep_initializers_as_inputs=False)
-    return path
-
-
 def hls4ml_quanteltwiseadd(path: Path) -> Path:
     """test_brevitas_parsing.py::test_brevitas_quanteltwiseadd: ``QuantEltwiseAdd`` with
     ``Int8ActPerTensorFixedPoint`` input and output quantizers on two (4, 4) inputs."""

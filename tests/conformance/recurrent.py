@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from .cases import Case, _export
+from .cases import Case, _export, _export_ports
 
 
 # -- Brevitas: tests/brevitas/nn/nn_quantizers_fixture.py (case_quant_lstm); hls4ml pr/1019 ------
@@ -83,12 +83,41 @@ def hls4ml_quant_lstm(path: Path) -> Path:
     return _lstm_sequence(lstm, 10, path, steps=3)
 
 
+def hls4ml_quant_lstm_h0(path: Path) -> Path:
+    """test_recurrent_brevitas.py's QuantLSTMModel (commit c3912bcf2): the same QuantLSTM with its
+    initial state given, ``forward(x, h0, c0) = rnn(x, (h0, c0))[0]`` on x (1, 1, 10) and h0, c0
+    (1, 1, 20); here 3 steps.  Brevitas' exporter quantizes h0 with the output quantizer into a
+    second graph input and writes c0 as a constant (zeros): inputs ``x0`` and ``x1`` (= h0)."""
+    import torch
+    import brevitas.nn as qnn
+    from brevitas.quant import (Int8ActPerTensorFixedPoint, Int8BiasPerTensorFixedPointInternalScaling,
+                                Int8WeightPerTensorFixedPoint)
+
+
+    class WithState(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = qnn.QuantLSTM(10, 20, num_layers=1, batch_first=True, bias=False,
+                                     weight_quant=Int8WeightPerTensorFixedPoint,
+                                     bias_quant=Int8BiasPerTensorFixedPointInternalScaling,
+                                     gate_acc_quant=Int8ActPerTensorFixedPoint, sigmoid_quant=Int8ActPerTensorFixedPoint,
+                                     tanh_quant=Int8ActPerTensorFixedPoint, shared_intra_layer_weight_quant=True,
+                                     shared_intra_layer_gate_acc_quant=True)
+
+        def forward(self, x, h0, c0):
+            return self.rnn(x, (h0, c0))[0]
+
+    return _export_ports(WithState(), [(3, 10), (1, 20), (1, 20)], path)
+
+
 RECURRENT_CASES: tuple[Case, ...] = (
     *(Case(f"brevitas_quant_lstm_{v}", f"Brevitas tests/brevitas/nn/nn_quantizers_fixture.py::case_quant_lstm ({v})",
            brevitas_quant_lstm(v), oracle=_cell_executor)
       for v in ("bias_false", "num_layers_2", "int16_bias", "bidirectional", "bidirectional_num_layers_2")),
     Case("hls4ml_quant_lstm", "hls4ml test/pytest/test_recurrent_brevitas.py::QuantLSTMModelStream (pr/1019)",
          hls4ml_quant_lstm, oracle=_cell_executor),
+    Case("hls4ml_quant_lstm_h0", "hls4ml test/pytest/test_recurrent_brevitas.py::QuantLSTMModel (commit c3912bcf2)",
+         hls4ml_quant_lstm_h0, oracle=_cell_executor),
 )
 
-__all__ = ["RECURRENT_CASES", "brevitas_quant_lstm", "hls4ml_quant_lstm"]
+__all__ = ["RECURRENT_CASES", "brevitas_quant_lstm", "hls4ml_quant_lstm", "hls4ml_quant_lstm_h0"]

@@ -2,13 +2,14 @@
 case_quant_lstm) and hls4ml's (test_recurrent_brevitas.py): ``bias=False`` (the cell's bias
 inputs one constant 0), two layers (two cells, the second reading the first's sequence: brevitas
 exports one io quantizer for both), an ``Int16Bias`` on the float scale ``s_x * s_w`` with more than 40
-fractional bits (its Quant's integer codes and one dyadic scale), and the bidirectional form
-(one and two layers; a reversed cell's sequence in time order).
+fractional bits (its Quant's integer codes and one dyadic scale), the bidirectional form
+(one and two layers; a reversed cell's sequence in time order), and hls4ml's initial hidden
+state given as the graph's second input.
 
 The exact reference's real outputs equal the file run in float64 by the cell executor
 (models/rnn/onnx_run.py, sharing no code with the op) on every output of random inputs; the
 C-simulation of the same models is the conformance suite's (brevitas_quant_lstm_*,
-hls4ml_quant_lstm)."""
+hls4ml_quant_lstm, hls4ml_quant_lstm_h0)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ import onnx
 import pytest
 
 from tessera.compiler import api
+from tessera.compiler.ir.graph import pack
 from tessera.compiler.ops.quant import quantize_float
 from tessera.compiler.reference.interpret import run_ir
-from tessera.models.rnn.onnx_run import run_cell_onnx
+from tessera.compiler.reference.model import OrtReference, reference_model
+from tessera.compiler.samples import input_samples
+from tessera.models.rnn.onnx_run import cell_oracle, run_cell_onnx
 
-from ..conformance.recurrent import brevitas_quant_lstm, hls4ml_quant_lstm
+from ..conformance.recurrent import brevitas_quant_lstm, hls4ml_quant_lstm, hls4ml_quant_lstm_h0
 from .test_real_constants import refused_in_one_line
 
 
@@ -60,6 +64,70 @@ def test_int16_bias_beyond_40_fractional_bits(tmp_path):
 def test_hls4ml_quant_lstm_without_h0(tmp_path):
     g = _equals_the_file(hls4ml_quant_lstm(tmp_path / "m.onnx"))
     assert all(gate.bias is None for gate in g.nodes[0].attrs.gates)
+
+
+def test_hls4ml_quant_lstm_with_h0_an_input(tmp_path):
+    """hls4ml's QuantLSTMModel: h0 reaches the cell as the graph's second input (through the
+    output quantizer), c0 as a constant.  On full-range codes of both inputs the integer
+    reference equals the file in float64 and the onnxruntime form, and h0 changes the output."""
+    path = hls4ml_quant_lstm_h0(tmp_path / "m.onnx")
+    g = api.load_model(path)
+    (cell,) = g.nodes
+    assert cell.attrs.h0_input and cell.inputs == g.inputs and g.input_shapes() == [(3, 10), (1, 20)]
+    codes = input_samples(g, 300)
+    ours = run_ir(g, codes)
+    theirs = cell_oracle(path).run(g.input_real(codes))
+    assert np.array_equal(g.output_real(ours).reshape(300, -1), theirs)
+    assert np.array_equal(OrtReference(reference_model(g)).run(codes), ours)
+    x, h0 = g.split_inputs(codes)
+    from_zero = run_ir(g, pack([x, np.zeros_like(h0)]))
+    assert np.mean(from_zero != ours) > 0.1 and np.unique(ours).size > 20
+
+
+def _h0_edit(edit):
+    """The file with ``edit(model, cell, h0_quant)`` applied."""
+
+    def apply(m):
+        cell = next(n for n in m.graph.node if n.op_type == "QuantLSTMCell")
+        edit(m, cell, next(n for n in m.graph.node if n.output[0] == cell.input[1]))
+
+    return apply
+
+
+def _set_quant_input(m, quant, k: int, edit) -> None:
+    """Input ``k`` of the Quant node ``quant`` (an initializer or a Constant) := ``edit(value)``."""
+    inits = {i.name: i for i in m.graph.initializer}
+    consts = {n.output[0]: n.attribute[0].t for n in m.graph.node if n.op_type == "Constant"}
+    name = quant.input[k]
+    value = onnx.numpy_helper.to_array(inits[name] if name in inits else consts[name])
+    m.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(edit(value), np.float32), f"edited_{k}"))
+    quant.input[k] = f"edited_{k}"
+
+
+@pytest.mark.parametrize("edit,match", [
+    ((1, lambda scale: scale / 2), r"H0 '[^']+' has scale \[[0-9.e-]+\]; the hidden state's is [0-9.e-]+ \(quantize H0 "
+                                   r"with the cell's output quantizer\)"),
+    ((3, lambda bits: bits + 1), r"initial state h0 holds 20 values of .* in \[-256, 255\]; the cell's state is 20 "
+                                 r"codes of .* in \[-128, 127\] \(quantize it with the state's own quantizer\)"),
+], ids=["another_scale", "a_wider_range"])
+def test_an_h0_off_the_hidden_states_codes_is_refused_in_one_line(tmp_path, edit, match):
+    """The cell reads h0 as it is: codes of another scale or range are not the hidden state's."""
+    k, change = edit
+    path = _edited(hls4ml_quant_lstm_h0(tmp_path / "m.onnx"), _h0_edit(lambda m, cell, quant: _set_quant_input(
+        m, quant, k, change)))
+    refused_in_one_line(path, match)
+
+
+def test_c0_as_a_graph_tensor_is_refused_in_one_line(tmp_path):
+    def c0_from_the_graph(m, cell, quant):
+        m.graph.input.append(onnx.helper.make_tensor_value_info("x2", onnx.TensorProto.FLOAT, [1, 1, 20]))
+        m.graph.node.insert(0, onnx.helper.make_node("Quant", ["x2", *quant.input[1:]], ["c0_q"], name="c0_quant",
+                                                     domain=quant.domain, **{a.name: onnx.helper.get_attribute_value(a)
+                                                                             for a in quant.attribute}))
+        cell.input[2] = "c0_q"
+
+    path = _edited(hls4ml_quant_lstm_h0(tmp_path / "m.onnx"), _h0_edit(c0_from_the_graph))
+    refused_in_one_line(path, r"C0 'c0_q' is a tensor of the graph; the LSTM takes H0 as an input and C0 as a constant")
 
 
 def test_bidirectional(tmp_path):

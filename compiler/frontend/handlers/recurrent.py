@@ -128,6 +128,28 @@ def _state_codes(node, v: np.ndarray | None, q: quant.Attrs, n: int, what: str, 
     return quant.quantize_float(q, v / mult)
 
 
+def _graph_state(state: ImportState, node, index: int) -> str | None:
+    """The name of a cell's initial state input that is a tensor of the graph (None: a
+    constant or absent)."""
+    name = node.input[index] if index < len(node.input) else ""
+    return None if not name or isinstance(state.values.get(name), Const) else name
+
+
+def _h0_value(state: ImportState, node, name: str, out_q: quant.Attrs, out_mult: int) -> str:
+    """The IR value of an initial hidden state read from the graph.  The cell reads it as it
+    is: its codes must be the hidden state's own (the output quantizer's scale, brevitas'
+    export quantizes H0 with it); the op checks their grid and range."""
+    h0 = state.tensor(name, node)
+    scale = state.graph.scales.get(h0)
+    expected = cp.scale_of(out_mult, out_q.out.frac)
+    if (scale is None) != (out_mult == 1) or (scale is not None and (
+            len(scale.scale) != 1 or scale.scale[0] != expected or any(z != 0 for z in scale.zero))):
+        got = "its fixed-point type's" if scale is None else f"{[float(v) for v in scale.scale[:2]]}"
+        raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): H0 '{name}' has scale {got}; the hidden state's "
+                                    f"is {float(expected):.9g} (quantize H0 with the cell's output quantizer)")
+    return h0
+
+
 def _common(node):
     if int(attribute(node, "batch_first", 1)) != 1:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): only batch_first=1 is supported")
@@ -141,7 +163,11 @@ def import_lstm(state: ImportState, node) -> None:
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): expected 48 inputs, got {len(node.input)}")
     x = state.tensor(node.input[0], node)
     x_scale = _input_scale(state, node, x)
-    c = [None] + [state.const_or_none(n, node) for n in node.input[1:]]
+    h0_input = _graph_state(state, node, 1)
+    if _graph_state(state, node, 2):
+        raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): C0 '{node.input[2]}' is a tensor of the graph; "
+                                    "the LSTM takes H0 as an input and C0 as a constant (as brevitas exports them)")
+    c = [None, None] + [state.const_or_none(n, node) for n in node.input[2:]]
     qs, mults = {}, {}
     for k, name in enumerate(LSTM_QUANTIZERS):
         s, z, b = c[15 + 3 * k: 18 + 3 * k]
@@ -168,11 +194,14 @@ def import_lstm(state: ImportState, node) -> None:
                                acc_mult=mults[acc_q[k]], bias_mult=bm))
     attrs = lstm.Attrs(tuple(gates), qs["cell_state"], cp.Act("tanh", qs["hidden_state_tanh"], mults["hidden_state_tanh"]),
                        qs["output"],
-                       _state_codes(node, c[1], qs["output"], hidden, "H0", mults["output"]),
+                       _state_codes(node, None if h0_input else state.const_or_none(node.input[1], node), qs["output"],
+                                    hidden, "H0", mults["output"]),
                        _state_codes(node, c[2], qs["cell_state"], hidden, "C0", mults["cell_state"]),
                        cifg=bool(attribute(node, "cifg", 0)), reverse=bool(attribute(node, "reverse_input", 0)),
-                       cell_mult=mults["cell_state"], out_mult=mults["output"], x_scale=x_scale)
-    state.add(node, lstm.OP, [x], attrs, reads_real=x_scale is not None)
+                       cell_mult=mults["cell_state"], out_mult=mults["output"], x_scale=x_scale,
+                       h0_input=h0_input is not None)
+    inputs = [x] if h0_input is None else [x, _h0_value(state, node, h0_input, qs["output"], mults["output"])]
+    state.add(node, lstm.OP, inputs, attrs, reads_real=any(v in state.graph.scales for v in inputs))
     _output_scale(state, node, qs["output"], mults["output"])
 
 

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from ....hls_templates import Fields
 from ...exact.rounding import Rounding
-from ..base.extension import KernelCall, LayerConfig, computed, layer_reuse
+from ..base.extension import KernelCall, LayerConfig, MergeCall, computed, layer_reuse
 from ..base.weights import Codebook
 from ..quant import Attrs as QuantAttrs
 from . import program as cp
@@ -311,6 +311,18 @@ class LstmCall(KernelCall):
 
 
 @dataclass(frozen=True)
+class LstmH0Call(MergeCall):
+    """An LSTM whose initial hidden state is its second input (``input2``)."""
+
+    template: ClassVar[str] = "rnn/lstm_h0_function.tpl"
+    wx: str
+    wh: str
+    b: str
+    gate_table: str
+    cell_table: str
+
+
+@dataclass(frozen=True)
 class GruCall(KernelCall):
     template: ClassVar[str] = "rnn/gru_function.tpl"
     wx: str
@@ -342,4 +354,4 @@ class ConvLstmForecasterCall(ConvLstmCall):
 
 __all__ = ["CifgGateStruct", "ConvLstmCall", "ConvLstmCellStruct", "ConvLstmConfig", "ConvLstmForecasterCall",
            "ConvLstmForecasterConfig", "GruCall", "GruCellBody", "GruConfig", "GruGateStruct", "LstmCall",
-           "LstmCellBody", "LstmConfig", "LstmGateStruct", "Requant", "SequenceConfig", "requant"]
+           "LstmCellBody", "LstmH0Call", "LstmConfig", "LstmGateStruct", "Requant", "SequenceConfig", "requant"]

@@ -259,9 +259,12 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
     * ``initial(attrs)``: the initial state codes (each of the state's shape);
     * ``step(A, attrs, x, state) -> state``: one step on any back end;
     * ``check(attrs, x, node)``;
+    * optionally ``state_inputs(attrs)``: the states whose initial codes are the op's further
+      inputs (in input order after the sequence) instead of ``initial``'s constants;
 
     and gets type inference (interval analysis of one step from full-range states, valid
-    for every step), the integer semantics and the onnxruntime form (unrolled over time,
+    for every step, so for every initial state on the state's grid and in its quantizer's
+    range), the integer semantics and the onnxruntime form (unrolled over time,
     inputs ``(N, T, ...)``; outputs every ``h`` in time order ``(N, T, ...)``, or the last
     one processed).  ``attrs`` must have ``reverse`` and ``return_sequences``: a reversed
     cell processes the steps last to first and its output at time ``t`` is the state after
@@ -301,8 +304,36 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
             cache[key] = A
         return cache[key]
 
+    def state_inputs(self, attrs) -> tuple[int, ...]:
+        """The states (indices into ``state_quants``) whose initial codes are inputs 1, 2, ..."""
+        return ()
+
+    def check_state_inputs(self, attrs, ins: list[TensorType], node: str) -> None:
+        """Each initial-state input holds one code per unit on its state's grid, within its
+        quantizer's range: the analysis from full-range states then covers it."""
+        names = ("h0", "c0")
+        states = self.state_inputs(attrs)
+        if len(ins) != 1 + len(states):
+            raise UnsupportedModelError(f"node '{node}': {len(ins)} inputs; expected the sequence and {len(states)} "
+                                        "initial states")
+        for k, t in zip(states, ins[1:]):
+            q, mult, shape = self.state_quants(attrs)[k], self.state_mults(attrs)[k], self.initial(attrs)[k].shape
+            frac = q.out.frac if mult == 1 else 0  # float scales: codes, the scale carried by the graph
+            if t.size != int(np.prod(shape)) or t.ftype.frac != frac or t.lo < q.qmin or t.hi > q.qmax:
+                raise UnsupportedModelError(
+                    f"node '{node}': initial state {names[k]} holds {t.size} values of {t.ftype} in [{t.lo}, {t.hi}]; the "
+                    f"cell's state is {int(np.prod(shape))} codes of {q.out} in [{q.qmin}, {q.qmax}] (quantize it with "
+                    "the state's own quantizer)")
+
+    def _initial(self, attrs, inputs: list, constant) -> list:
+        """The initial state values: the op's further inputs (``inputs``) where
+        :meth:`state_inputs` says, else ``constant(codes)``."""
+        given = dict(zip(self.state_inputs(attrs), inputs))
+        return [given[k] if k in given else constant(v) for k, v in enumerate(self.initial(attrs))]
+
     def infer(self, attrs, ins, node):
-        (x,) = ins
+        x = ins[0]
+        self.check_state_inputs(attrs, ins, node)
         A = self.checked_analysis(attrs, x, node)
         h0 = self.initial(attrs)[0]
         shape = (x.shape[0], *h0.shape) if attrs.return_sequences else h0.shape
@@ -312,9 +343,8 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
             out = FixedType(out.width, 0, out.signed)
         return TensorType(tuple(shape), out, lo, hi)
 
-    def _run(self, A, attrs, xs_t: list, broadcast) -> list:
-        state = [Fx(broadcast(v), q.out.frac, m)
-                 for v, q, m in zip(self.initial(attrs), self.state_quants(attrs), self.state_mults(attrs))]
+    def _run(self, A, attrs, xs_t: list, initial: list) -> list:
+        state = [Fx(v, q.out.frac, m) for v, q, m in zip(initial, self.state_quants(attrs), self.state_mults(attrs))]
         hs = []
         for t in (reversed(range(len(xs_t))) if attrs.reverse else range(len(xs_t))):
             state = self.step(A, attrs, xs_t[t], state)
@@ -332,8 +362,10 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
         scale = self.input_scale(attrs, ins[0])
         steps = [Fx(x[:, t], *scale) for t in range(x.shape[1])]
         forms = self.analyze(attrs, ins[0]).forms
-        hs = self._run(NumpyArith(forms), attrs, steps,
-                       lambda v: np.broadcast_to(v.astype(np.int64), (n, *v.shape)).copy())
+        given = [np.asarray(s, dtype=np.int64).reshape(n, *v.shape)
+                 for s, v in zip(xs[1:], (self.initial(attrs)[k] for k in self.state_inputs(attrs)))]
+        initial = self._initial(attrs, given, lambda v: np.broadcast_to(v.astype(np.int64), (n, *v.shape)).copy())
+        hs = self._run(NumpyArith(forms), attrs, steps, initial)
         return np.stack([h.v for h in hs], axis=1) if attrs.return_sequences else self._last(attrs, hs).v
 
     def onnx_reference(self, attrs, builder, xs, ins, out):
@@ -345,7 +377,10 @@ class RecurrentOp(CellOp[AttrsT], Generic[AttrsT]):
         nd = len(ins[0].shape) - 1
         zeros = builder.op("ReduceSum", [builder.op("Mul", [steps[0].v, builder.const(np.array(0, dtype=np.int64))]),
                                    builder.const(np.arange(1, nd + 1, dtype=np.int64))], keepdims=1)
-        hs = self._run(A, attrs, steps, lambda v: builder.op("Add", [zeros, builder.const(v.astype(np.int64)[None])]))
+        given = [builder.op("Reshape", [s, builder.const(np.array([-1, *v.shape], dtype=np.int64))])
+                 for s, v in zip(xs[1:], (self.initial(attrs)[k] for k in self.state_inputs(attrs)))]
+        initial = self._initial(attrs, given, lambda v: builder.op("Add", [zeros, builder.const(v.astype(np.int64)[None])]))
+        hs = self._run(A, attrs, steps, initial)
         if not attrs.return_sequences:
             return self._last(attrs, hs).v
         return builder.op("Concat", [builder.op("Unsqueeze", [h.v, builder.const(np.array([1], dtype=np.int64))]) for h in hs], axis=1)
