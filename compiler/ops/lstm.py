@@ -1,7 +1,9 @@
 """Quantized LSTM over a whole sequence (brevitas ``QuantLSTMCell``).
 
-Input ``(T, I)`` codes; output every hidden state ``(T, H)`` (``return_sequences``) or the
-last one ``(H,)``.  One step, exactly as brevitas' ``_QuantLSTMCell.forward_iter``::
+Input ``(T, I)`` codes (and with ``h0_input`` the initial hidden state's ``H`` codes, the
+output quantizer's, as a second input: kernel ``TesseraLSTMH0``); output every hidden state
+``(T, H)`` (``return_sequences``) or the last one ``(H,)``.  One step, exactly as brevitas'
+``_QuantLSTMCell.forward_iter``::
 
     acc_g = W_xg x + W_hg h + b_g                      exact, g in i f c o
     i, f, o = Qsig_g(sigmoid(Qacc_g(acc_g)))           tables over the Qacc codes
