@@ -354,7 +354,7 @@ def test_recurrent_intermediates_stay_in_their_types(make_graph, make_type, rnn_
             state = cell_step(Prefixed(A, "fc_"), fc, None, state)
             hs.append(state[0])
     else:
-        hs = cell._run(A, attrs, steps, lambda v: np.broadcast_to(obj(v), (n, *v.shape)).copy())
+        hs = cell._run(A, attrs, steps, cell._initial(attrs, [], lambda v: np.broadcast_to(obj(v), (n, *v.shape)).copy()))
     want = np.stack([h.v for h in hs], axis=1) if attrs.return_sequences else hs[-1].v
     assert np.array_equal(run_ir(g, x).astype(object), want)
     ranges = cell.analyze(attrs, t_in).ranges
