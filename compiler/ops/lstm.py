@@ -1,7 +1,8 @@
 """Quantized LSTM over a whole sequence (brevitas ``QuantLSTMCell``).
 
 Input ``(T, I)`` codes (and with ``h0_input`` the initial hidden state's ``H`` codes, the
-output quantizer's, as a second input: kernel ``TesseraLSTMH0``); output every hidden state
+output quantizer's, as a second input: kernel ``TesseraLSTMH0``; with ``c0_input`` too the
+initial cell state's, the cell state quantizer's, as a third: ``TesseraLSTMStates``); output every hidden state
 ``(T, H)`` (``return_sequences``) or the last one ``(H,)``.  One step, exactly as brevitas'
 ``_QuantLSTMCell.forward_iter``::
 
@@ -41,10 +42,13 @@ from .base.extension import Extension, out_shape_attr
 from .cells import program as cp
 from .cells.hardware import (add_weights_layer, bias_codes, cell_weights, check_dense_cell, check_table_inputs, cint,
                              codebook, gate_tables, int_precision, recurrent_work, require_zero_states, shift, unit_major)
-from .cells.kernel import CifgGateStruct, LstmCall, LstmCellBody, LstmConfig, LstmGateStruct, LstmH0Call, requant
+from .cells.kernel import (CifgGateStruct, LstmCall, LstmCellBody, LstmConfig, LstmGateStruct, LstmH0Call, LstmStatesCall,
+                           requant)
 from .quant import Attrs as QuantAttrs
 
 GATES = ("i", "f", "c", "o")
+#: the kernel of each set of initial states given as inputs (none: zero states)
+KERNELS = {(): "TesseraLSTM", (0,): "TesseraLSTMH0", (0, 1): "TesseraLSTMStates"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +93,7 @@ class Attrs:
     out_mult: int = 1
     x_scale: tuple[int, int] | None = None  # (frac, mult) of float-scaled input codes
     h0_input: bool = False  # the initial hidden state is the op's second input (codes of `out`)
+    c0_input: bool = False  # and the initial cell state its third (codes of `cell`; only with h0_input)
 
     @property
     def hidden(self) -> int:
@@ -201,7 +206,9 @@ class Lstm(cp.RecurrentOp[Attrs]):
         attributes=("weight_products",), weights=cell_weights(("wx", "wh", "b", "gate_table", "cell_table")))
         for layer, doc, call in (
             ("TesseraLSTM", "A quantized LSTM over a whole sequence, on integer codes.", LstmCall),
-            ("TesseraLSTMH0", "The same LSTM from an initial hidden state, its second input.", LstmH0Call)))
+            ("TesseraLSTMH0", "The same LSTM from an initial hidden state, its second input.", LstmH0Call),
+            ("TesseraLSTMStates", "The same LSTM from initial hidden and cell states, its second and third inputs.",
+             LstmStatesCall)))
 
     def state_quants(self, attrs: Attrs):
         return [attrs.out, attrs.cell]
@@ -216,7 +223,7 @@ class Lstm(cp.RecurrentOp[Attrs]):
         return [attrs.h0, attrs.c0]
 
     def state_inputs(self, attrs: Attrs) -> tuple[int, ...]:
-        return (0,) if attrs.h0_input else ()
+        return tuple(k for k, given in enumerate((attrs.h0_input, attrs.c0_input)) if given)
 
     def step(self, A, attrs: Attrs, x, state):
         h, c = state
@@ -232,13 +239,14 @@ class Lstm(cp.RecurrentOp[Attrs]):
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         A = self.analyze(attrs, x)
-        require_zero_states([attrs.c0] if attrs.h0_input else [attrs.h0, attrs.c0], node, "LSTM")
+        constant = [s for k, s in enumerate(self.initial(attrs)) if k not in self.state_inputs(attrs)]
+        require_zero_states(constant, node, "LSTM")
         gates = dict(zip(GATES, attrs.gates))
         kind, stored, wprec = codebook([gates[g].wx for g in GATES] + [gates[g].wh for g in GATES])
         wx, wh = unit_major(stored[:4]), unit_major(stored[4:])
         body, b, table, ctable = lstm_body(A, "", gates, attrs.cell, attrs.cell_act, attrs.out, attrs.cifg,
                                            carry=self.carries_scales, cell_mult=attrs.cell_mult)
-        add_weights_layer(hls, node, out, x, "TesseraLSTMH0" if attrs.h0_input else "TesseraLSTM", {
+        add_weights_layer(hls, node, out, x, KERNELS[self.state_inputs(attrs)], {
             "n_hidden": attrs.hidden, "reverse": attrs.reverse, "return_sequences": attrs.return_sequences,
             "cifg": attrs.cifg, "weight_kind": kind.cpp, "input_code_type": cint(x.ftype), "cell": body,
             "weight_products": self.weight_products(attrs, x),

@@ -327,6 +327,18 @@ void tessera_lstm_h0_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], data2_T
     TESSERA_LSTM_STEPS_CL
 }
 
+// The same from the initial hidden and cell states h0, c0 (codes of h_t and c_t, proven as h0's).
+template <class data_T, class data2_T, class data3_T, class res_T, typename CONFIG_T>
+void tessera_lstm_states_cl(data_T data[CONFIG_T::n_steps * CONFIG_T::n_in], data2_T h0[CONFIG_T::n_hidden],
+                            data3_T c0[CONFIG_T::n_hidden], res_T res[CONFIG_T::n_out], TESSERA_LSTM_ARGS) {
+    TESSERA_LSTM_MEMORIES
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++) {
+        h[j] = tessera_code_of(h0[j]);
+        c[j] = tessera_code_of(c0[j]);
+    }
+    TESSERA_LSTM_STEPS_CL
+}
+
 // Streaming over time: one input word (a step's features) in, one hidden state out per step
 // (or one at the end; a reversed cell's whole sequence after its last step); the state stays
 // on chip.
@@ -350,18 +362,33 @@ void tessera_lstm_stream(hls::stream<data_T> &data, hls::stream<res_T> &res, TES
     TESSERA_LSTM_STEPS_STREAM
 }
 
-// The same from the initial hidden state h0: n_hidden codes in words of data2_T::size.
+// An initial state of n codes from a stream of words of word_T::size codes each.
+template <class word_T, class code_T, int N> inline void tessera_state_read(hls::stream<word_T> &in, code_T state[N]) {
+    for (int w = 0; w < N / (int)word_T::size; w++) {
+        word_T word = in.read();
+        for (int k = 0; k < (int)word_T::size; k++)
+            state[w * word_T::size + k] = tessera_code_of(word[k]);
+    }
+}
+
+// The same from the initial hidden state h0 and a zero cell state.
 template <class data_T, class data2_T, class res_T, typename CONFIG_T>
 void tessera_lstm_h0_stream(hls::stream<data_T> &data, hls::stream<data2_T> &h0, hls::stream<res_T> &res,
                             TESSERA_LSTM_ARGS) {
     TESSERA_LSTM_MEMORIES
-    for (int w = 0; w < (int)(CONFIG_T::n_hidden / data2_T::size); w++) {
-        data2_T word = h0.read();
-        for (int k = 0; k < (int)data2_T::size; k++) {
-            h[w * data2_T::size + k] = tessera_code_of(word[k]);
-            c[w * data2_T::size + k] = 0;
-        }
-    }
+    tessera_state_read<data2_T, typename CONFIG_T::h_t, CONFIG_T::n_hidden>(h0, h);
+    for (int j = 0; j < (int)CONFIG_T::n_hidden; j++)
+        c[j] = 0;
+    TESSERA_LSTM_STEPS_STREAM
+}
+
+// The same from the initial hidden and cell states h0, c0.
+template <class data_T, class data2_T, class data3_T, class res_T, typename CONFIG_T>
+void tessera_lstm_states_stream(hls::stream<data_T> &data, hls::stream<data2_T> &h0, hls::stream<data3_T> &c0,
+                                hls::stream<res_T> &res, TESSERA_LSTM_ARGS) {
+    TESSERA_LSTM_MEMORIES
+    tessera_state_read<data2_T, typename CONFIG_T::h_t, CONFIG_T::n_hidden>(h0, h);
+    tessera_state_read<data3_T, typename CONFIG_T::c_t, CONFIG_T::n_hidden>(c0, c);
     TESSERA_LSTM_STEPS_STREAM
 }
 

@@ -175,7 +175,8 @@ def _convlstm(env: _Env, node):
 def run_cell_onnx(path: str | Path, feeds: dict) -> dict[str, np.ndarray]:
     """Execute an exported cell graph (any of the three forms) in float64 NumPy.
 
-    ``feeds`` maps graph input names to arrays.  Returns ``{output name: array}`` for the
+    ``feeds`` maps graph input names to arrays (a ``Gather`` of one, as brevitas' ``hx[0]``,
+    is run).  Returns ``{output name: array}`` for the
     cell node's outputs (renamed to the graph output names where they differ only by
     trailing ``Unsqueeze`` nodes, as brevitas' LSTM export adds), and the ``Concat`` of cells'
     sequences (a bidirectional layer: the forward and the reversed cell side by side).
@@ -188,6 +189,9 @@ def run_cell_onnx(path: str | Path, feeds: dict) -> dict[str, np.ndarray]:
     for node in model.graph.node:
         if node.op_type in ("Quant", "BipolarQuant"):
             env.quantize(node)
+        elif node.op_type == "Gather" and node.input[0] in feeds:  # brevitas' hx[0] of a graph input
+            axis = int(next((helper.get_attribute_value(x) for x in node.attribute if x.name == "axis"), 0))
+            env.v[node.output[0]] = np.take(env.get(node.input[0]), env.get(node.input[1]).astype(np.int64), axis=axis)
         elif node.op_type in cells:
             outputs = cells[node.op_type](node)
             result.update(outputs)

@@ -86,8 +86,10 @@ def hls4ml_quant_lstm(path: Path) -> Path:
 def hls4ml_quant_lstm_h0(path: Path) -> Path:
     """test_recurrent_brevitas.py's QuantLSTMModel (commit c3912bcf2): the same QuantLSTM with its
     initial state given, ``forward(x, h0, c0) = rnn(x, (h0, c0))[0]`` on x (1, 1, 10) and h0, c0
-    (1, 1, 20); here 3 steps.  Brevitas' exporter quantizes h0 with the output quantizer into a
-    second graph input and writes c0 as a constant (zeros): inputs ``x0`` and ``x1`` (= h0)."""
+    (1, 1, 20); here 3 steps.  Brevitas' ``QuantLSTM.forward(inp, hx, cx)`` reads the tuple as
+    ``hx``: h0 is layer 0's hidden state and c0 is not read.  Its exporter quantizes h0 with the
+    output quantizer into a second graph input and writes C0 as a constant (zeros): inputs
+    ``x0`` and ``x1`` (= h0)."""
     import torch
     import brevitas.nn as qnn
     from brevitas.quant import (Int8ActPerTensorFixedPoint, Int8BiasPerTensorFixedPointInternalScaling,

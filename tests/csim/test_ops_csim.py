@@ -13,7 +13,7 @@ from tessera.compiler.ir.types import FixedType
 from tessera.compiler.lower.hls4ml_lower import HlsOptions
 from tessera.compiler.ops import conv, dense, leakyrelu, maxpool, quant, relu
 from tessera.compiler.reference.interpret import run_ir
-from tessera.compiler.samples import sample_codes
+from tessera.compiler.samples import input_samples, sample_codes
 from tessera.compiler.sim.csim import CSim
 
 pytestmark = pytest.mark.csim
@@ -23,7 +23,7 @@ _COMPILED: set[tuple[str, tuple[str, ...]]] = set()
 
 def csim_exact(graph, tmp_path, io_type="io_parallel", n=300):
     prj = write_project(graph, None, tmp_path / "prj", HlsOptions(io_type=io_type), tb_samples=16)
-    codes = sample_codes(graph.values[graph.input], n, seed=7)
+    codes = input_samples(graph, n, seed=7)  # one array per input port, packed
     got = CSim(prj).run_codes(codes)
     want = run_ir(graph, codes)
     bad = np.argwhere(got != want)

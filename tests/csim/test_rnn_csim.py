@@ -28,6 +28,19 @@ def test_lstm_options_csim(make_graph, make_type, rnn_builders, rng, tmp_path, i
 
 
 @pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_lstm_from_initial_states_csim(tmp_path, io_type):
+    """brevitas' ``rnn(x, h0, c0)``: the kernel reading both initial states (TesseraLSTMStates);
+    the one reading h0 alone is the conformance case hls4ml_quant_lstm_h0."""
+    from tessera.compiler import api
+
+    from ..frontend.test_lstm_variants import quant_lstm_from_states
+
+    g = api.load_model(quant_lstm_from_states(tmp_path / "m.onnx"))
+    prj = csim_exact(g, tmp_path, io_type, n=200)
+    assert "tessera_lstm_states_" in (prj / "firmware" / "tessera_model.cpp").read_text()
+
+
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
 @pytest.mark.parametrize("kind", ["binary", "quaternary", "int8"])
 def test_gru_csim(make_graph, make_type, rnn_builders, rng, tmp_path, io_type, kind):
     attrs = rnn_builders["gru"](rng, 5, 4, kind, return_sequences=io_type == "io_parallel")

@@ -84,6 +84,73 @@ def test_hls4ml_quant_lstm_with_h0_an_input(tmp_path):
     assert np.mean(from_zero != ours) > 0.1 and np.unique(ours).size > 20
 
 
+def quant_lstm_from_states(path):
+    """A QuantLSTM called as brevitas documents it, ``rnn(x, hx, cx)`` with ``hx``, ``cx`` of
+    shape (layers, batch, hidden): its export reads ``hx[0]`` / ``cx[0]`` (a ``Gather`` of each
+    graph input) through the output / cell-state quantizers into H0 and C0.  Brevitas' default
+    float-scale activation quantizers, fixed-point weights; calibrated, then exported."""
+    import torch
+    import brevitas.nn as qnn
+    from brevitas.export import export_qonnx
+    from brevitas.quant import Int8WeightPerTensorFixedPoint
+
+    class FromStates(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = qnn.QuantLSTM(10, 20, batch_first=True, bias=False, weight_quant=Int8WeightPerTensorFixedPoint)
+
+        def forward(self, x, h0, c0):
+            return self.rnn(x, h0, c0)[0]
+
+    torch.manual_seed(0)
+    module = FromStates().train()
+    with torch.no_grad():
+        for _ in range(8):
+            module(torch.randn(4, 3, 10), torch.randn(1, 4, 20), torch.randn(1, 4, 20))
+        export_qonnx(module.eval(), (torch.randn(1, 3, 10), torch.randn(1, 1, 20), torch.randn(1, 1, 20)), str(path),
+                     dynamo=False, input_names=["x", "h0", "c0"], output_names=["y"])
+    return path
+
+
+def test_quant_lstm_from_both_states(tmp_path):
+    """``rnn(x, h0, c0)``: H0 and C0 are the op's second and third inputs (each graph input's
+    ``hx[0]`` a reshape before its Quant); the reference equals the file in float64 and the
+    onnxruntime form on full-range codes of all three, and c0 changes the output."""
+    path = quant_lstm_from_states(tmp_path / "m.onnx")
+    g = api.load_model(path)
+    (cell,) = g.nodes
+    assert (cell.attrs.h0_input, cell.attrs.c0_input) == (True, True) and cell.inputs == g.inputs
+    assert g.input_shapes() == [(3, 10), (20,), (20,)]
+    codes = input_samples(g, 300)
+    ours = run_ir(g, codes)
+    assert np.array_equal(g.output_real(ours).reshape(300, -1), cell_oracle(path).run(g.input_real(codes)))
+    assert np.array_equal(OrtReference(reference_model(g)).run(codes), ours)
+    x, h0, c0 = g.split_inputs(codes)
+    assert np.mean(run_ir(g, pack([x, h0, np.zeros_like(c0)])) != ours) > 0.1 and np.unique(ours).size > 20
+
+
+def test_c0_without_h0_and_a_gather_of_another_layer_are_refused_in_one_line(tmp_path):
+    def h0_constant(m):
+        cell = next(n for n in m.graph.node if n.op_type == "QuantLSTMCell")
+        m.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros((1, 20), np.float32), "zero_h0"))
+        cell.input[1] = "zero_h0"
+
+    path = _edited(quant_lstm_from_states(tmp_path / "m.onnx"), h0_constant)
+    refused_in_one_line(path, r"C0 '[^']+' is a tensor of the graph and H0 a constant; the LSTM takes H0 alone or H0 "
+                              r"and C0 as inputs")
+
+    def second_layer(m):
+        index = next(n for n in m.graph.node if n.op_type == "Gather").input[1]
+        m.graph.initializer.append(onnx.numpy_helper.from_array(np.array(1, np.int64), "layer_1"))
+        for n in m.graph.node:
+            if n.op_type == "Gather" and n.input[1] == index:
+                n.input[1] = "layer_1"
+
+    path = _edited(quant_lstm_from_states(tmp_path / "n.onnx"), second_layer)
+    refused_in_one_line(path, r"\(Gather\): of the graph input 'h0' \(shape \[1, 20\] per sample\) before its Quant, "
+                              r"at axis 0 index 1; only index 0 of axis 0 of an input of declared shape \(1, 1, ...\)")
+
+
 def _h0_edit(edit):
     """The file with ``edit(model, cell, h0_quant)`` applied."""
 
@@ -105,7 +172,7 @@ def _set_quant_input(m, quant, k: int, edit) -> None:
 
 
 @pytest.mark.parametrize("edit,match", [
-    ((1, lambda scale: scale / 2), r"H0 '[^']+' has scale \[[0-9.e-]+\]; the hidden state's is [0-9.e-]+ \(quantize H0 "
+    ((1, lambda scale: scale / 2), r"H0 '[^']+' has scale \[[0-9.e-]+\]; the state's is [0-9.e-]+ \(quantize H0 "
                                    r"with the cell's output quantizer\)"),
     ((3, lambda bits: bits + 1), r"initial state h0 holds 20 values of .* in \[-256, 255\]; the cell's state is 20 "
                                  r"codes of .* in \[-128, 127\] \(quantize it with the state's own quantizer\)"),
@@ -118,7 +185,9 @@ def test_an_h0_off_the_hidden_states_codes_is_refused_in_one_line(tmp_path, edit
     refused_in_one_line(path, match)
 
 
-def test_c0_as_a_graph_tensor_is_refused_in_one_line(tmp_path):
+def test_a_c0_on_the_output_quantizers_scale_is_refused_in_one_line(tmp_path):
+    """C0 from the graph through a Quant with the output quantizer's scale, not the cell state's."""
+
     def c0_from_the_graph(m, cell, quant):
         m.graph.input.append(onnx.helper.make_tensor_value_info("x2", onnx.TensorProto.FLOAT, [1, 1, 20]))
         m.graph.node.insert(0, onnx.helper.make_node("Quant", ["x2", *quant.input[1:]], ["c0_q"], name="c0_quant",
@@ -127,7 +196,8 @@ def test_c0_as_a_graph_tensor_is_refused_in_one_line(tmp_path):
         cell.input[2] = "c0_q"
 
     path = _edited(hls4ml_quant_lstm_h0(tmp_path / "m.onnx"), _h0_edit(c0_from_the_graph))
-    refused_in_one_line(path, r"C0 'c0_q' is a tensor of the graph; the LSTM takes H0 as an input and C0 as a constant")
+    refused_in_one_line(path, r"C0 'c0_q' has scale \[[0-9.e-]+\]; the state's is [0-9.e-]+ \(quantize C0 with the cell's "
+                              r"cell_state quantizer\)")
 
 
 def test_bidirectional(tmp_path):

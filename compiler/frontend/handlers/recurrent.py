@@ -135,19 +135,19 @@ def _graph_state(state: ImportState, node, index: int) -> str | None:
     return None if not name or isinstance(state.values.get(name), Const) else name
 
 
-def _h0_value(state: ImportState, node, name: str, out_q: quant.Attrs, out_mult: int) -> str:
-    """The IR value of an initial hidden state read from the graph.  The cell reads it as it
-    is: its codes must be the hidden state's own (the output quantizer's scale, brevitas'
-    export quantizes H0 with it); the op checks their grid and range."""
-    h0 = state.tensor(name, node)
-    scale = state.graph.scales.get(h0)
-    expected = cp.scale_of(out_mult, out_q.out.frac)
-    if (scale is None) != (out_mult == 1) or (scale is not None and (
+def _state_value(state: ImportState, node, name: str, what: str, quantizer: str, q: quant.Attrs, mult: int) -> str:
+    """The IR value of an initial state read from the graph.  The cell reads it as it is: its
+    codes must be the state's own (its quantizer's scale: brevitas' export quantizes H0 with
+    the output quantizer, C0 with the cell state's); the op checks their grid and range."""
+    v = state.tensor(name, node)
+    scale = state.graph.scales.get(v)
+    expected = cp.scale_of(mult, q.out.frac)
+    if (scale is None) != (mult == 1) or (scale is not None and (
             len(scale.scale) != 1 or scale.scale[0] != expected or any(z != 0 for z in scale.zero))):
         got = "its fixed-point type's" if scale is None else f"{[float(v) for v in scale.scale[:2]]}"
-        raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): H0 '{name}' has scale {got}; the hidden state's "
-                                    f"is {float(expected):.9g} (quantize H0 with the cell's output quantizer)")
-    return h0
+        raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): {what} '{name}' has scale {got}; the state's is "
+                                    f"{float(expected):.9g} (quantize {what} with the cell's {quantizer} quantizer)")
+    return v
 
 
 def _common(node):
@@ -163,11 +163,14 @@ def import_lstm(state: ImportState, node) -> None:
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): expected 48 inputs, got {len(node.input)}")
     x = state.tensor(node.input[0], node)
     x_scale = _input_scale(state, node, x)
-    h0_input = _graph_state(state, node, 1)
-    if _graph_state(state, node, 2):
-        raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): C0 '{node.input[2]}' is a tensor of the graph; "
-                                    "the LSTM takes H0 as an input and C0 as a constant (as brevitas exports them)")
-    c = [None, None] + [state.const_or_none(n, node) for n in node.input[2:]]
+    h0_input, c0_input = _graph_state(state, node, 1), _graph_state(state, node, 2)
+    if c0_input and not h0_input:
+        raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): C0 '{node.input[2]}' is a tensor of the graph and "
+                                    "H0 a constant; the LSTM takes H0 alone or H0 and C0 as inputs")
+    # X, then H0 and C0 (constants unless graph tensors), then the constants
+    c = [None] + [None if given else state.const_or_none(n, node)
+                  for n, given in zip(node.input[1:3], (h0_input, c0_input))] + \
+        [state.const_or_none(n, node) for n in node.input[3:]]
     qs, mults = {}, {}
     for k, name in enumerate(LSTM_QUANTIZERS):
         s, z, b = c[15 + 3 * k: 18 + 3 * k]
@@ -194,13 +197,13 @@ def import_lstm(state: ImportState, node) -> None:
                                acc_mult=mults[acc_q[k]], bias_mult=bm))
     attrs = lstm.Attrs(tuple(gates), qs["cell_state"], cp.Act("tanh", qs["hidden_state_tanh"], mults["hidden_state_tanh"]),
                        qs["output"],
-                       _state_codes(node, None if h0_input else state.const_or_none(node.input[1], node), qs["output"],
-                                    hidden, "H0", mults["output"]),
+                       _state_codes(node, c[1], qs["output"], hidden, "H0", mults["output"]),
                        _state_codes(node, c[2], qs["cell_state"], hidden, "C0", mults["cell_state"]),
                        cifg=bool(attribute(node, "cifg", 0)), reverse=bool(attribute(node, "reverse_input", 0)),
                        cell_mult=mults["cell_state"], out_mult=mults["output"], x_scale=x_scale,
-                       h0_input=h0_input is not None)
-    inputs = [x] if h0_input is None else [x, _h0_value(state, node, h0_input, qs["output"], mults["output"])]
+                       h0_input=h0_input is not None, c0_input=c0_input is not None)
+    inputs = [x] + [_state_value(state, node, name, what, q, qs[q], mults[q])
+                    for name, what, q in ((h0_input, "H0", "output"), (c0_input, "C0", "cell_state")) if name]
     state.add(node, lstm.OP, inputs, attrs, reads_real=any(v in state.graph.scales for v in inputs))
     _output_scale(state, node, qs["output"], mults["output"])
 

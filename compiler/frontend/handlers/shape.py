@@ -3,8 +3,8 @@
 recurrent sequence), and what passes its input on (``Identity``, ``Dropout`` at inference) or
 holds a value (``Constant``).
 
-Codes are moved, not changed; a flatten or reshape of the raw input before its Quant gives
-the design's input the new shape."""
+Codes are moved, not changed; a flatten or reshape of the raw input before its Quant (or a
+``Gather`` of the one index of its leading unit axis) gives the design's input the new shape."""
 
 from __future__ import annotations
 
@@ -197,7 +197,12 @@ def split(state: ImportState, node: onnx.NodeProto) -> None:
 def gather(state: ImportState, node: onnx.NodeProto) -> None:
     """``y[:, t]`` of a recurrent op's output sequence, for the last processed step only
     (time T - 1; time 0 for a reversed cell, whose sequence is in time order): the op then
-    outputs its last hidden state (e.g. a classifier on the final state)."""
+    outputs its last hidden state (e.g. a classifier on the final state).  On the raw input
+    before its Quant: the one index of a leading axis of length 1, a reshape."""
+    raw = state.values.get(node.input[0])
+    if isinstance(raw, RawInput):
+        _gather_input(state, node, raw)
+        return
     src = state.tensor(node.input[0], node)
     prod = state.graph.producer(src)
     idx = state.const(state.input_name(node, 1, "the index"), node, "the index")
@@ -216,6 +221,23 @@ def gather(state: ImportState, node: onnx.NodeProto) -> None:
     prod.output = node.output[0]
     state.graph.origin[prod.output] = node.name
     state.values[node.output[0]] = Tensor(node.output[0])
+
+
+def _gather_input(state: ImportState, node: onnx.NodeProto, raw: RawInput) -> None:
+    """``x[0]`` of a graph input of shape ``(1, 1, ...)`` (brevitas' ``hx[0]``, a one-layer
+    QuantLSTM's initial state of shape (layers, batch, hidden)): the file's leading axis goes
+    and its batch axis takes its place, both of length 1, so the values stay as they are, in
+    their order: a reshape of the input to ``shape[1:]``."""
+    idx = state.const(state.input_name(node, 1, "the index"), node, "the index").astype(np.int64)
+    axis = state.axis(node, node.input[0], 0)
+    declared = next(i.type.tensor_type.shape.dim for i in state.model.graph.input if i.name == raw.source)
+    batch_of_one = len(declared) > 0 and declared[0].HasField("dim_value") and declared[0].dim_value == 1
+    if axis != 0 or idx.ndim != 0 or int(idx) not in (0, -1) or not batch_of_one or not raw.shape or raw.shape[0] != 1:
+        raise UnsupportedModelError(
+            f"node '{node.name}' (Gather): of the graph input '{raw.source}' (shape {list(raw.shape)} per sample) before "
+            f"its Quant, at axis {attribute(node, 'axis', 0)} index {idx.tolist()}; only index 0 of axis 0 of an input of "
+            "declared shape (1, 1, ...) is supported (a reshape)")
+    reshape_input(state, node, raw, raw.shape[1:])
 
 
 # -- what passes its input on, or holds a value ------------------------------------------

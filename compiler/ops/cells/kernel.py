@@ -323,6 +323,15 @@ class LstmH0Call(MergeCall):
 
 
 @dataclass(frozen=True)
+class LstmStatesCall(LstmH0Call):
+    """An LSTM whose initial hidden and cell states are its second and third inputs."""
+
+    template: ClassVar[str] = "rnn/lstm_states_function.tpl"
+    input3_t: str
+    input3: str
+
+
+@dataclass(frozen=True)
 class GruCall(KernelCall):
     template: ClassVar[str] = "rnn/gru_function.tpl"
     wx: str
@@ -354,4 +363,4 @@ class ConvLstmForecasterCall(ConvLstmCall):
 
 __all__ = ["CifgGateStruct", "ConvLstmCall", "ConvLstmCellStruct", "ConvLstmConfig", "ConvLstmForecasterCall",
            "ConvLstmForecasterConfig", "GruCall", "GruCellBody", "GruConfig", "GruGateStruct", "LstmCall",
-           "LstmCellBody", "LstmH0Call", "LstmConfig", "LstmGateStruct", "Requant", "SequenceConfig", "requant"]
+           "LstmCellBody", "LstmH0Call", "LstmStatesCall", "LstmConfig", "LstmGateStruct", "Requant", "SequenceConfig", "requant"]
