@@ -301,8 +301,9 @@ class ConvLstmForecasterConfig(ConvLstmConfig):
 
 
 @dataclass(frozen=True)
-class LstmCall(KernelCall):
-    template: ClassVar[str] = "rnn/lstm_function.tpl"
+class LstmArrays(Fields):
+    """The LSTM kernel's arrays, arguments of each of its function templates."""
+
     wx: str
     wh: str
     b: str
@@ -311,15 +312,15 @@ class LstmCall(KernelCall):
 
 
 @dataclass(frozen=True)
-class LstmH0Call(MergeCall):
+class LstmCall(LstmArrays, KernelCall):
+    template: ClassVar[str] = "rnn/lstm_function.tpl"
+
+
+@dataclass(frozen=True)
+class LstmH0Call(LstmArrays, MergeCall):
     """An LSTM whose initial hidden state is its second input (``input2``)."""
 
     template: ClassVar[str] = "rnn/lstm_h0_function.tpl"
-    wx: str
-    wh: str
-    b: str
-    gate_table: str
-    cell_table: str
 
 
 @dataclass(frozen=True)
