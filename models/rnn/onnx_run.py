@@ -218,7 +218,9 @@ def cell_oracle(path: str | Path):
     model = onnx.load(str(path))
     if not any(n.op_type in RECURRENT_OPS for n in model.graph.node):
         return None
-    names, yout = [i.name for i in model.graph.input], model.graph.output[0].name
+    inits = {i.name for i in model.graph.initializer}  # weights an exporter also lists as inputs
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    yout = model.graph.output[0].name
 
     def run(x: np.ndarray | list[np.ndarray]) -> np.ndarray:
         xs = list(x) if isinstance(x, list) else [x]  # several inputs: one array each, in port order

@@ -128,6 +128,14 @@ def test_quant_lstm_from_both_states(tmp_path):
     x, h0, c0 = g.split_inputs(codes)
     assert np.mean(run_ir(g, pack([x, h0, np.zeros_like(c0)])) != ours) > 0.1 and np.unique(ours).size > 20
 
+    def weights_listed_first(m):  # the exporter lists the weights among the inputs too
+        inputs = list(m.graph.input)
+        del m.graph.input[:]
+        m.graph.input.extend(inputs[3:] + inputs[:3])
+
+    reordered = _edited(path, weights_listed_first)
+    assert np.array_equal(g.output_real(ours).reshape(300, -1), cell_oracle(reordered).run(g.input_real(codes)))
+
 
 def test_c0_without_h0_and_a_gather_of_another_layer_are_refused_in_one_line(tmp_path):
     def h0_constant(m):

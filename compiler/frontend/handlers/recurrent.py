@@ -144,7 +144,7 @@ def _state_value(state: ImportState, node, name: str, what: str, quantizer: str,
     expected = cp.scale_of(mult, q.out.frac)
     if (scale is None) != (mult == 1) or (scale is not None and (
             len(scale.scale) != 1 or scale.scale[0] != expected or any(z != 0 for z in scale.zero))):
-        got = "its fixed-point type's" if scale is None else f"{[float(v) for v in scale.scale[:2]]}"
+        got = "its fixed-point type's" if scale is None else f"{[float(s) for s in scale.scale[:2]]}"
         raise UnsupportedModelError(f"node '{node.name}' (QuantLSTMCell): {what} '{name}' has scale {got}; the state's is "
                                     f"{float(expected):.9g} (quantize {what} with the cell's {quantizer} quantizer)")
     return v
