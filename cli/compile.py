@@ -43,15 +43,23 @@ VERIFY = api.VerifyOptions()
               show_default=True, help="overlap: blocks read their halo and recompute it; exchange: per-layer halo exchange.")
 @click.option("--input-type", help="Type of a float input that no Quant reads, e.g. fixed<16,6> (ufixed<W,I>, int<W>, "
               "uint<W>): real data are rounded half to even onto it, saturating.")
+@click.option("--backend", type=click.Choice([api.BACKEND_HLS, api.BACKEND_RTL]), default=COMPILE.backend,
+              show_default=True, help="hls: a Vitis HLS project through hls4ml; rtl: pipelined Verilog of the fully "
+              "unrolled design through da4ml (RTL-simulated by verify and emulate, synthesized by 'tessera synth').")
+@click.option("--pipeline", type=click.IntRange(1), default=COMPILE.pipeline, show_default=True,
+              help="--backend rtl: adder delays between pipeline registers (fewer: a faster clock, more registers "
+                   "and clock cycles of latency).")
 @handle_errors
 def compile_cmd(model, out_dir, io_type, reuse, part, clock_period, project_name, tb_samples, force, grid_text,
-                onchip_budget, partition_mode, input_type):
-    """Compile a QONNX/QCDQ MODEL into a complete Vitis HLS project."""
+                onchip_budget, partition_mode, input_type, backend, pipeline):
+    """Compile a QONNX/QCDQ MODEL into a complete Vitis HLS project, or (--backend rtl) a
+    pipelined Verilog design."""
     check_output_path(out_dir, "--output", folder=True)
     options = api.CompileOptions(
         io_type=f"io_{io_type}", reuse=reuse, part=part, clock_period=clock_period, project_name=project_name,
         tb_samples=tb_samples, force=force, grid=grid_text, partition_mode=partition_mode, input_type=input_type,
-        onchip_budget=parse_bytes(onchip_budget) if onchip_budget is not None else None)
+        onchip_budget=parse_bytes(onchip_budget) if onchip_budget is not None else None, backend=backend,
+        pipeline=pipeline)
     result = api.compile_model(model, out_dir, options, ConsoleObserver())
     out.print(result.summary(), markup=False, highlight=False, soft_wrap=True)
     for line in result.notices():

@@ -51,6 +51,11 @@ TB_VALUES = 1 << 20
 #: Share of the part's flip-flops io_parallel's completely partitioned arrays may take (the
 #: estimator's default utilization): more is refused (lower/arrays.py).
 REGISTER_UTILIZATION = 0.8
+#: ``CompileOptions.backend``: an HLS project through hls4ml (the default), or Verilog.
+BACKEND_HLS, BACKEND_RTL = "hls", "rtl"
+#: ``CompileOptions.pipeline``: the RTL back end's adder delays between pipeline registers
+#: (da4ml's latency cutoff): fewer, a higher clock for more registers and cycles.
+PIPELINE = 2
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,9 @@ class CompileOptions:
     (None: :func:`default_tb_samples`); whether a non-empty output folder is replaced; the
     block grid of a 3D CNN (``AxBxC``, a tuple, :data:`GRID_AUTO`, or None: unpartitioned),
     its mode and on-chip budget in bytes (a budget alone implies :data:`GRID_AUTO`); the
-    declared type of a float input no Quant reads (e.g. ``fixed<16,6>``)."""
+    declared type of a float input no Quant reads (e.g. ``fixed<16,6>``); the back end
+    (:data:`BACKEND_HLS`, or :data:`BACKEND_RTL`: Verilog of a fully unrolled design, with
+    ``pipeline`` adder delays per stage)."""
 
     io_type: IoType | str = IoType.PARALLEL
     reuse: int | str = 1
@@ -73,6 +80,8 @@ class CompileOptions:
     partition_mode: str = "overlap"
     onchip_budget: int | None = None
     input_type: str | None = None
+    backend: str = BACKEND_HLS
+    pipeline: int = PIPELINE
 
 
 def load_model(path: PathLike, input_type: str | None = None) -> Graph:
@@ -157,6 +166,10 @@ class CompileResult:
 
     def summary(self) -> str:
         """The compile's line: what was written where, in how long."""
+        rtl = Manifest.read(self.project).rtl
+        if rtl is not None:
+            return (f"compiled {self.model} -> {self.project} (Verilog, {len(self.graph.nodes)} ops) in "
+                    f"{self.seconds:.1f} s; {rtl.line()}")
         if self.partition is None:
             reuse = REUSE_AUTO if self.options.layer_reuse else self.options.reuse
             return (f"compiled {self.model} -> {self.project} ({len(self.graph.nodes)} ops, {self.options.io_type}, "
@@ -181,7 +194,12 @@ def write(graph: Graph, model: PathLike, out_dir: PathLike, options: CompileOpti
     as the blocks of ``partition`` (the observer sees each block kernel written)."""
     t0 = time.perf_counter()
     hls = hls_options(graph, options)
-    if partition is None:
+    if options.backend == BACKEND_RTL:
+        from .writer import write_rtl_project
+
+        prj = write_rtl_project(graph, model, out_dir, hls, options.pipeline, options.tb_samples or
+                                default_tb_samples(graph), options.force, observer)
+    elif partition is None:
         from .writer import write_project
 
         with observer.stage(f"writing the HLS project ({hls.io_type}) with hls4ml"):
@@ -220,9 +238,29 @@ def _partition(graph: Graph, options: CompileOptions, observer: Observer) -> Par
     return partition
 
 
+def rtl_option_refusal(options: CompileOptions) -> str | None:
+    """Why ``options`` cannot build an RTL project (None: they can)."""
+    if options.backend not in (BACKEND_HLS, BACKEND_RTL):
+        return f"unknown back end '{options.backend}' (choose {BACKEND_HLS} or {BACKEND_RTL})"
+    if options.backend != BACKEND_RTL:
+        return None
+    if IoType(options.io_type) != IoType.PARALLEL or options.reuse != 1:
+        return ("--backend rtl builds fully unrolled designs (io_parallel, reuse 1); --io-type stream and --reuse "
+                "are for --backend hls")
+    if options.grid is not None or options.onchip_budget is not None:
+        return "--backend rtl builds one unpartitioned design; --partition and --onchip-budget are for --backend hls"
+    if options.pipeline < 1:
+        return f"--pipeline {options.pipeline}: at least one adder delay per stage"
+    return None
+
+
 def compile_model(model: PathLike, out_dir: PathLike, options: CompileOptions = CompileOptions(),
                   observer: Observer = SILENT) -> CompileResult:
-    """Compile ``model`` into a complete Vitis HLS project at ``out_dir``."""
+    """Compile ``model`` into a complete Vitis HLS project (or, with ``backend`` rtl, a
+    Verilog design) at ``out_dir``."""
+    why = rtl_option_refusal(options)
+    if why is not None:
+        raise UnsupportedModelError(why)
     t0 = time.perf_counter()
     with observer.stage("reading and typing the model"):
         graph = load_model(model, options.input_type)
@@ -293,7 +331,7 @@ def verify_project(model: PathLike, project: PathLike, options: VerifyOptions = 
     return verify(model, project, options, observer)
 
 
-__all__ = ["CompileOptions", "CompileResult", "GRID_AUTO", "Manifest", "Oracle", "REGISTER_UTILIZATION", "REUSE_AUTO",
+__all__ = ["BACKEND_HLS", "BACKEND_RTL", "CompileOptions", "CompileResult", "GRID_AUTO", "PIPELINE", "Manifest", "Oracle", "REGISTER_UTILIZATION", "REUSE_AUTO",
            "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "TB_VALUES", "VerifyOptions", "VerifyReport", "choose_grid",
            "compile_model", "default_tb_samples", "emulate", "hls_options", "input_codes", "layer_table", "load_model",
-           "notices", "plan_partition", "simulation", "verify_project", "write"]
+           "notices", "plan_partition", "rtl_option_refusal", "simulation", "verify_project", "write"]

@@ -28,6 +28,7 @@ from .ir.meaning import CodeScale, InputMap
 from .ir.types import FixedType
 from .lower.hls4ml_lower import HlsOptions
 from .ops import OPS
+from .rtl.design import RtlDesign
 from .ops import quant
 
 #: The manifest's file name in a project folder.
@@ -37,8 +38,12 @@ MANIFEST = "tessera.json"
 PORTS = "tessera_ports.cpp"
 #: ... and its symbol.
 PACKED_ENTRY = "tessera_packed_double"
-#: The manifest format this Tessera writes and reads (1: before the format was recorded).
-FORMAT = 3
+#: An RTL project's testbench samples: input codes and the exact reference's output codes
+#: (int64, packed in ONNX order), written at compile and run by ``sim/rtlsim.py``.
+RTL_TB_INPUT, RTL_TB_EXPECTED = "tb_data/tessera_rtl_input_codes.bin", "tb_data/tessera_rtl_expected_codes.bin"
+#: The manifest format this Tessera writes and reads (1: before the format was recorded; 4:
+#: the back end recorded, an RTL project's design).
+FORMAT = 4
 
 
 def sha256(path: str | Path) -> str:
@@ -330,6 +335,17 @@ class PartitionEntry:
                    int(d["max_block_bytes"]))
 
 
+def _rtl_json(d: RtlDesign) -> dict:
+    return {**asdict(d), "sources": list(d.sources), "tables": list(d.tables)}
+
+
+def _rtl(d: dict) -> RtlDesign:
+    return RtlDesign(str(d["top"]), int(d["pipeline"]), int(d["latency"]), int(d["stages"]), int(d["n_in"]),
+                     int(d["in_width"]), int(d["n_out"]), int(d["out_width"]), bool(d["out_signed"]),
+                     int(d["lut_estimate"]), int(d["register_bits"]), tuple(str(s) for s in d["sources"]),
+                     tuple(str(t) for t in d["tables"]))
+
+
 def _options_json(opts: HlsOptions) -> dict:
     return {**asdict(opts), "io_type": opts.io_type.value}
 
@@ -354,6 +370,8 @@ class Manifest:
     testbench_samples: int | None = None
     lowering_seconds: float | None = None
     partition: PartitionEntry | None = None
+    #: an RTL project's design (``--backend rtl``: Verilog under ``rtl/``); None: an HLS project
+    rtl: RtlDesign | None = None
     tessera_version: str = __version__
     format: int = FORMAT
 
@@ -376,6 +394,11 @@ class Manifest:
     def output(self) -> IoGroup:
         """The design's outputs, packed."""
         return IoGroup(self.outputs)
+
+    @property
+    def backend(self) -> str:
+        """``rtl`` for a project of Verilog (``rtl/``), ``hls`` for an HLS project."""
+        return "hls" if self.rtl is None else "rtl"
 
     @property
     def declared_type(self) -> str | None:
@@ -412,6 +435,7 @@ class Manifest:
             "register_arrays": None if self.register_arrays is None else asdict(self.register_arrays),
             "testbench_samples": self.testbench_samples, "lowering_seconds": self.lowering_seconds,
             "partition": None if self.partition is None else self.partition.to_json(),
+            "backend": self.backend, "rtl": None if self.rtl is None else _rtl_json(self.rtl),
         }
 
     @classmethod
@@ -428,14 +452,14 @@ class Manifest:
 
     @classmethod
     def _from_json(cls, d: dict) -> "Manifest":
-        regs, part = d["register_arrays"], d["partition"]
+        regs, part, rtl = d["register_arrays"], d["partition"], d["rtl"]
         return cls(
             d["model_file"], d["model_sha256"], HlsOptions(**d["options"]), tuple(IoEntry.from_json(e) for e in d["inputs"]),
             tuple(InputQuantEntry.from_json(q) for q in d["input_quants"]), tuple(IoEntry.from_json(e) for e in d["outputs"]),
             tuple(LayerRow.from_json(r) for r in d["layers"]), tuple(HlsLayerEntry.from_json(h) for h in d["hls_layers"]),
             tuple(str(n) for n in d["notices"]), None if regs is None else RegisterArrays(**regs),
             d["testbench_samples"], d["lowering_seconds"], None if part is None else PartitionEntry.from_json(part),
-            str(d["tessera_version"]), int(d["format"]))
+            None if rtl is None else _rtl(rtl), str(d["tessera_version"]), int(d["format"]))
 
     @classmethod
     def read(cls, prj: str | Path) -> "Manifest":
@@ -457,5 +481,5 @@ class Manifest:
         return path
 
 
-__all__ = ["FORMAT", "PACKED_ENTRY", "PORTS", "HlsLayerEntry", "InputQuantEntry", "IoEntry", "IoGroup", "LayerRow", "MANIFEST", "Manifest",
+__all__ = ["FORMAT", "PACKED_ENTRY", "PORTS", "RTL_TB_EXPECTED", "RTL_TB_INPUT", "HlsLayerEntry", "InputQuantEntry", "IoEntry", "IoGroup", "LayerRow", "MANIFEST", "Manifest",
            "PartitionEntry", "RegisterArrays", "sha256"]

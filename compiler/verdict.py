@@ -266,6 +266,10 @@ class VerifyReport:
     user_model: UserModelReport | None = None
     #: the training framework's outputs on the real inputs (``expected``); None without them
     framework: FrameworkReport | None = None
+    #: what ran the project: an HLS project's g++ C-simulation, or an RTL project's Verilator
+    simulator: str = "C-simulation"
+    #: what built the project's testbench
+    testbench_tool: str = "g++"
 
     def to_dict(self) -> dict:
         """JSON-ready: every field, enums as their values."""
@@ -281,7 +285,7 @@ class VerifyReport:
         """Each failing check with its count."""
         found = []
         if self.mismatches:
-            found.append(f"C-simulation: {self.mismatches} of {self.outputs} outputs differ from the exact reference")
+            found.append(f"{self.simulator}: {self.mismatches} of {self.outputs} outputs differ from the exact reference")
         if not self.testbench.passed:
             found.append(f"testbench: {self.testbench.line}")
         if self.reference_vs_integer_semantics_mismatches:
@@ -294,8 +298,8 @@ class VerifyReport:
 
     @property
     def passed(self) -> bool:
-        """Every check: C-simulation == reference == integer semantics, the testbench, and the
-        independent check."""
+        """Every check: the simulation == reference == integer semantics, the testbench, and
+        the independent check."""
         return not self.failures()
 
     def verdict(self) -> str:
@@ -310,7 +314,7 @@ class VerifyReport:
         """What ``tessera verify`` prints: the first mismatches, each check, the verdict last."""
         found = [f"mismatch: sample {m.sample} output {m.output}: expected {m.expected} got {m.got}"
                  for m in self.first_mismatches]
-        found.append(f"testbench (g++): {self.testbench}")
+        found.append(f"testbench ({self.testbench_tool}): {self.testbench}")
         found += [r.line() for r in (self.user_model, self.framework) if r is not None]
         if self.reference_vs_integer_semantics_mismatches:
             found.append(f"reference vs integer semantics: {self.reference_vs_integer_semantics_mismatches} mismatches")

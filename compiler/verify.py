@@ -1,6 +1,6 @@
 """Bit-exact verification, on every output of every sample:
 
-1. the C-simulation == the exact onnxruntime reference (and the reference == the integer
+1. the C-simulation (an RTL project's: its Verilator simulation) == the exact onnxruntime reference (and the reference == the integer
    semantics);
 2. the exact reference == the user's own file run by an independent executor in float64
    (:mod:`.independent`), every difference failing unless proven to be a rounding float64
@@ -204,11 +204,12 @@ def verify(model_path: str | Path, prj: str | Path, options: VerifyOptions = Ver
         sem = run_ir(graph, codes)
     t3 = time.perf_counter()
     sim = open_sim(prj)
-    with observer.stage("building the C-simulation (g++)"):
+    simulator, tool = ("RTL simulation", "Verilator") if manifest.rtl is not None else ("C-simulation", "g++")
+    with observer.stage(f"building the {simulator} ({tool})"):
         sim.build(testbench=True)  # the library and, unpartitioned, the testbench from the same objects
     t4 = time.perf_counter()
     total = sim.progress_total(len(codes))
-    with observer.progress("C-simulation", total, "samples" if total == len(codes) else "blocks") as advance:
+    with observer.progress(simulator, total, "samples" if total == len(codes) else "blocks") as advance:
         got = sim.run_codes(codes, progress=advance)
     t5 = time.perf_counter()
     with observer.stage("running the project's testbench"):
@@ -227,7 +228,7 @@ def verify(model_path: str | Path, prj: str | Path, options: VerifyOptions = Ver
         n_random, len(codes) - n_random, int(np.sum(ref != sem)), Testbench(tb_status == 0, tb_line), independent,
         options.require_independent,
         VerifySeconds(*(round(b - a, 3) for a, b in zip((t0, t1, t2, t3, t4, t5, t6, t7), (t1, t2, t3, t4, t5, t6, t7, t8)))),
-        user, framework)
+        user, framework, simulator, tool)
 
 
 __all__ = ["framework_agreement", "load_inputs", "user_model_agreement", "verify"]

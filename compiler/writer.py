@@ -1,5 +1,5 @@
 """The project writer: a complete Vitis HLS project, hls4ml's project + Tessera's exact
-testbench and data.
+testbench and data; or (:func:`write_rtl_project`) an RTL project of Verilog.
 
 The project is written into a temporary sibling folder and renamed at the end, so an
 interrupted compile never leaves a folder that looks complete.  ``tessera.json`` records
@@ -25,7 +25,8 @@ from ..hls_templates import Fields, path as template_path, render
 from .errors import ProjectError
 from .ir.graph import Graph
 from .lower.hls4ml_lower import HlsOptions, lower_to_hls4ml
-from .project import PORTS, HlsLayerEntry, IoGroup, LayerRow, Manifest, RegisterArrays
+from .observer import SILENT, Observer
+from .project import PORTS, RTL_TB_EXPECTED, RTL_TB_INPUT, HlsLayerEntry, IoGroup, LayerRow, Manifest, RegisterArrays
 from .reference.model import OrtReference, reference_model
 from .samples import input_samples
 
@@ -163,4 +164,41 @@ def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Pa
             register_arrays=RegisterArrays(lowering.size.maximum_size, lowering.size.register_bits),
             testbench_samples=n, lowering_seconds=round(time.perf_counter() - t0, 3),
         ).write(tmp)
+    return Path(out_dir).resolve()
+
+
+def write_rtl_project(graph: Graph, model_path: str | Path | None, out_dir: str | Path, opts: HlsOptions,
+                      pipeline: int, tb_samples: int = 64, force: bool = False, observer: Observer = SILENT) -> Path:
+    """The RTL project of ``graph`` at ``out_dir``: the design traced by da4ml and checked
+    against the exact semantics before anything is written (a difference: one line naming
+    the layer, no folder), its pipelined Verilog under ``rtl/`` (``pipeline``: adder delays
+    per stage), the exact reference, the testbench's codes and the manifest."""
+    from da4ml.trace import to_pipeline
+
+    from .rtl.check import CHECK_SAMPLES, check_program
+    from .rtl.design import write_design
+    from .rtl.trace import trace
+
+    t0 = time.perf_counter()
+    with observer.stage(f"tracing {len(graph.nodes)} layers into adder graphs (da4ml)"):
+        traced = trace(graph)
+        program = traced.program()
+    with observer.stage(f"checking the traced program on {CHECK_SAMPLES:,} full-range samples"):
+        check_program(traced, program)
+    with observer.stage(f"pipelining at {pipeline} adder delays per stage and checking the stages"):
+        pipe = to_pipeline(program, pipeline, verbose=False)
+        check_program(traced, program, stages=pipe.solutions)
+    with project_folder(out_dir, force) as tmp, observer.stage("writing the Verilog design"):
+        design = write_design(graph, pipe, pipeline, program.cost, tmp / "rtl")
+        ref_model = reference_model(graph)
+        onnx.save(ref_model, tmp / "reference.onnx")
+        codes = input_samples(graph, tb_samples, seed=1234)
+        expected = OrtReference(ref_model).run(codes)
+        (tmp / "tb_data").mkdir()
+        np.ascontiguousarray(codes.reshape(len(codes), -1), dtype=np.int64).tofile(tmp / RTL_TB_INPUT)
+        np.ascontiguousarray(expected.reshape(len(codes), -1), dtype=np.int64).tofile(tmp / RTL_TB_EXPECTED)
+        identity = {v: np.arange(graph.values[v].size) for v in [*graph.inputs, *graph.outputs]}
+        Manifest.of(graph, model_path, opts, identity, layers=tuple(LayerRow.of(graph, node) for node in graph.nodes),
+                    testbench_samples=len(codes), lowering_seconds=round(time.perf_counter() - t0, 3),
+                    rtl=design).write(tmp)
     return Path(out_dir).resolve()

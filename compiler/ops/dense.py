@@ -85,6 +85,13 @@ class Dense(LinearOp[Attrs]):
             layout=Layout.FLAT,
         )
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        acc = rtl.shift_left(rtl.matmul(xs[0], attrs.weight), out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
+        bias = _bias_aligned(attrs, out.ftype.frac)
+        return rtl.add(acc, rtl.const(bias)) if bias.any() else acc
+
     def macs(self, attrs, ins, out):
         return int(attrs.weight.size)
 

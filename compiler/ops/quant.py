@@ -106,6 +106,12 @@ class Requant(OpDef[Attrs]):
         v = builder.op("Clip", [v, builder.const(np.array(float(attrs.qmin))), builder.const(np.array(float(attrs.qmax)))])
         return builder.op("Cast", [v], to="int64")
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        y = rtl.round_shift(xs[0], ins[0].ftype.frac - attrs.out.frac, attrs.rounding)
+        return rtl.clamp(y, attrs.qmin, attrs.qmax)
+
     def lower(self, attrs: Attrs, hls, node, ins, out):
         if hls.held_int_bits(node.inputs[0]) < -attrs.out.frac:
             # ap_fixed's conversion would read the input's bit at the output's rounding position,

@@ -30,6 +30,11 @@ class Relu(OpDef[Attrs]):
     def onnx_reference(self, attrs, builder, xs, ins, out):
         return builder.op("Max", [xs[0], builder.const(np.array(0, dtype=np.int64))])
 
+    has_rtl = True
+
+    def rtl(self, attrs, rtl, xs, ins, out):
+        return rtl.maximum(xs[0], rtl.const(0))
+
     def lower(self, attrs, hls, node, ins, out):
         hls.add_layer(node, {"class_name": "Activation", "activation": "relu"}, {"result": out.ftype.hls()})
 

@@ -173,6 +173,23 @@ class Rescale(OpDef[Attrs]):
         qmin = self._per_channel(attrs, x, np.array([s.qmin for s in attrs.steps], dtype=np.int64))
         return builder.op("Add", [count, builder.const(np.asarray(qmin, dtype=np.int64))])
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        """The proven form the HLS kernel uses: one multiply, add and shift per element, or
+        a compare-and-count of the thresholds."""
+        x = ins[0]
+        impl = implementation(attrs, x)
+        each = lambda values: _channels(attrs, x, np.asarray(values, dtype=object))  # noqa: E731
+        qmin, qmax = each([s.qmin for s in attrs.steps]), each([s.qmax for s in attrs.steps])
+        if impl.form == Form.MULTIPLY_SHIFT:
+            y = rtl.multiply_shift(xs[0], each([s.mult for s in impl.steps]), each([s.add for s in impl.steps]),
+                                   impl.shift)
+            return rtl.clamp(y, qmin, qmax)
+        u = rtl.scale(xs[0], each(impl.signs))
+        t = _channels(attrs, x, impl.thresholds.astype(object), (impl.thresholds.shape[1],))
+        return rtl.add(rtl.count_at_least(u, t), rtl.const(qmin))
+
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         impl = implementation(attrs, x, node.name)
@@ -224,6 +241,14 @@ class Rescale(OpDef[Attrs]):
         k = impl.thresholds.shape[1]
         return Work(macs=0, steps=steps, lanes=n, lut_per_lane=k * (x.ftype.width + 2) + bits(out), ff_per_lane=bits(out),
                     weight_bits=chans * k * (x.ftype.width + 2), out_bits=out.size * bits(out))
+
+
+def _channels(attrs: Attrs, x: TensorType, values: np.ndarray, tail: tuple[int, ...] = ()) -> np.ndarray:
+    """Parameters per channel (axis 0; or the one step's) broadcast over one sample's
+    ``x.shape`` (+ ``tail``, the parameters' own trailing axes)."""
+    if len(attrs.steps) == 1:
+        return np.broadcast_to(values.reshape(tail), tuple(x.shape) + tail)
+    return np.broadcast_to(values.reshape((-1,) + (1,) * (len(x.shape) - 1) + tail), tuple(x.shape) + tail)
 
 
 def hls_channels(node, x: TensorType, chans: int, perm: np.ndarray) -> np.ndarray:

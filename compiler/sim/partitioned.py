@@ -19,6 +19,7 @@ from ..ir.graph import Graph
 from ..project import Manifest
 from .build import Builder, last_error_line, require_gxx
 from .csim import CSim, default_workers
+from .rtlsim import RtlSim
 
 #: C-simulations of distinct kernels kept running per slot of a partitioned project.
 KEPT_SIMS = 4
@@ -126,11 +127,15 @@ class PartitionedSim:
         return res.returncode, text.splitlines()[-1] if text else ""
 
 
-def open_sim(prj: str | Path, workers: int | None = None) -> CSim | PartitionedSim:
-    """The simulation of a project, partitioned or not, on ``workers`` processes (default:
-    :func:`.csim.default_workers`)."""
+def open_sim(prj: str | Path, workers: int | None = None) -> CSim | PartitionedSim | RtlSim:
+    """The simulation of a project, on ``workers`` processes (default:
+    :func:`.csim.default_workers`): an HLS project's C-simulation, partitioned or not, or an
+    RTL project's Verilator simulation."""
     workers = workers or default_workers()
-    return PartitionedSim(prj, workers) if Manifest.read(prj).partition is not None else CSim(prj, workers)
+    manifest = Manifest.read(prj)
+    if manifest.rtl is not None:
+        return RtlSim(prj, workers)
+    return PartitionedSim(prj, workers) if manifest.partition is not None else CSim(prj, workers)
 
 
 __all__ = ["KEPT_SIMS", "PartitionedSim", "open_sim"]

@@ -4,8 +4,8 @@ weight codes (:mod:`.weights`) and what the linear ops share (:mod:`.linear`).  
 sit beside this package in ``ops/``; the arithmetic they are built from sits below the IR, in
 ``compiler/exact/``."""
 
-from .contract import (SPATIAL, HlsBuilder, IoType, Layout, OpDef, ReferenceBuilder, Trait, check_width, fits_int8,
-                       limb_kernel)
+from .contract import (SPATIAL, HlsBuilder, IoType, Layout, OpDef, ReferenceBuilder, RtlBuilder, Trait, check_width,
+                       fits_int8, limb_kernel)
 
-__all__ = ["HlsBuilder", "IoType", "Layout", "OpDef", "ReferenceBuilder", "SPATIAL", "Trait", "check_width", "fits_int8",
+__all__ = ["HlsBuilder", "IoType", "Layout", "OpDef", "ReferenceBuilder", "RtlBuilder", "SPATIAL", "Trait", "check_width", "fits_int8",
            "limb_kernel"]

@@ -15,6 +15,8 @@ those attributes) with
   :class:`.extension.Extension` and registered by the lowering),
 - ``macs``: multiply-accumulates per sample,
 - ``cost``: what its kernel does per sample (:class:`.cost.Work`) for the estimator,
+- ``rtl``: the same semantics traced as fixed-point arithmetic for the RTL back end, through
+  an :class:`RtlBuilder` (ops without it are refused there, naming ``--backend hls``),
 - ``input_span``: the box of its input an output box reads, for the partitioner (spatial
   ops only), and its ``traits`` (:class:`Trait`), which consumers ask instead of op names.
 """
@@ -118,6 +120,43 @@ class HlsBuilder(Protocol):
     def layout_perm(self, shape: tuple[int, ...], layout: Layout) -> np.ndarray: ...
 
 
+class RtlBuilder(Protocol):
+    """Traces integer arithmetic into an adder-graph design (``rtl.builder.DaBuilder``).
+
+    Its arrays hold one symbolic integer code per element, shaped as the IR value (no batch
+    axis).  Constants are integer numpy arrays; every method is exact integer arithmetic."""
+
+    def matmul(self, x, weight: np.ndarray): ...
+
+    def add(self, a, b): ...
+
+    def sub(self, a, b): ...
+
+    def scale(self, x, factor: np.ndarray | int): ...
+
+    def maximum(self, a, b): ...
+
+    def minimum(self, a, b): ...
+
+    def clamp(self, x, lo: np.ndarray | int, hi: np.ndarray | int): ...
+
+    def round_shift(self, x, shift: int, mode: Rounding): ...
+
+    def multiply_shift(self, x, mult: np.ndarray, add: np.ndarray, shift: int): ...
+
+    def count_at_least(self, x, thresholds: np.ndarray): ...
+
+    def lookup(self, x, table: np.ndarray, lo: int): ...
+
+    def gather(self, x, index: np.ndarray): ...
+
+    def reduce_sum(self, x, axis: int): ...
+
+    def reduce_max(self, x, axis: int): ...
+
+    def concat(self, xs: list, axis: int): ...
+
+
 A = TypeVar("A")
 
 
@@ -159,6 +198,14 @@ class OpDef(ABC, Generic[A]):
     def macs(self, attrs: A, ins: list[TensorType], out: TensorType) -> int:
         """Multiply-accumulates per sample."""
         return 0
+
+    #: whether the op has an RTL form (:meth:`rtl`); the RTL back end refuses the others
+    has_rtl: ClassVar[bool] = False
+
+    def rtl(self, attrs: A, rtl: RtlBuilder, xs: list, ins: list[TensorType], out: TensorType):
+        """:meth:`semantics` on the RTL builder's symbolic codes: the output array, shaped as
+        ``out`` (ops with :attr:`has_rtl`)."""
+        raise NotImplementedError(f"op '{self.name}' has no RTL form")
 
     def carry_scale(self, attrs: A, meaning: CodeScale, ins: list[TensorType]) -> CodeScale | None:
         """What the output's codes mean when the input's codes mean ``meaning``: an op that only
@@ -275,5 +322,5 @@ def limb_kernel(builder, op_type: str, x: str, x_type: TensorType, weight: np.nd
     return acc
 
 
-__all__ = ["HlsBuilder", "IoType", "Layout", "OpDef", "ReferenceBuilder", "SPATIAL", "Trait", "check_width",
+__all__ = ["HlsBuilder", "IoType", "Layout", "OpDef", "ReferenceBuilder", "RtlBuilder", "SPATIAL", "Trait", "check_width",
            "fits_int8", "limb_kernel"]

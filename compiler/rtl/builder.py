@@ -1,0 +1,230 @@
+"""The RTL builder: exact integer arithmetic on symbolic codes, traced by da4ml into adder
+graphs (:class:`~..ops.base.RtlBuilder`, the facet every op's ``rtl`` uses).
+
+An array is a numpy object array of da4ml ``FixedVariable`` values shaped as the IR value;
+each holds an integer *code* (da4ml's real value of the variable is the code itself: the
+fixed-point scale lives in the IR type, never in the hardware).  Every method is exact on
+integers: sums and products by integer constants widen, nothing wraps, and the only
+rounding is :meth:`DaBuilder.round_shift`, which decides each rounding by the one table of
+:mod:`..exact.rounding` (facts of the remainder, evaluated as comparisons of bits).
+
+da4ml is imported by this module: the RTL back end's optional dependency
+(``pip install tessera[rtl]``); :func:`require_da4ml` says so in one line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ToolchainError, UnsupportedModelError
+from ..exact.rounding import Fact, Rounding, round_up, shift_round
+
+#: The largest |weight| da4ml's constant matrix solver takes exactly (it reads float32).
+MAX_WEIGHT = 1 << 24
+
+
+def require_da4ml():
+    """da4ml's tracing modules, or one line saying how to install them."""
+    try:
+        from da4ml import trace  # noqa: F401
+    except ImportError:
+        raise ToolchainError("the RTL back end needs da4ml: pip install 'tessera[rtl]'") from None
+    return trace
+
+
+class _BitLogic:
+    """The rounding table's booleans as da4ml 1-bit variables."""
+
+    def and_(self, a, b):
+        return a & b
+
+    def or_(self, a, b):
+        return a | b
+
+    def not_(self, a):
+        return ~a
+
+
+BITS = _BitLogic()
+
+
+def _elementwise(fn, *arrays) -> np.ndarray:
+    """``fn`` applied element by element over broadcast object arrays (an array, 0-d included)."""
+    return np.asarray(np.frompyfunc(fn, len(arrays), 1)(*arrays), dtype=object)
+
+
+def _ints(values) -> np.ndarray:
+    """Integer constants as an object array of Python ints (exact, any size)."""
+    return np.vectorize(int, otypes=[object])(np.asarray(values, dtype=object)) if np.size(values) else \
+        np.asarray(values, dtype=object)
+
+
+def _tree(fn, items: list):
+    """``fn`` folded pairwise over ``items`` (a balanced tree: the shortest adder chain)."""
+    while len(items) > 1:
+        items = [fn(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+    return items[0]
+
+
+def _floor(v, shift: int):
+    """``floor(v / 2**shift)`` of one variable (``shift > 0``): drop the low bits, no wrap."""
+    scaled = v * 2.0**-shift
+    k, i, _ = scaled.kif
+    return scaled.quantize(k, max(i, 0) + 1, 0, "WRAP", "TRN")
+
+
+def _remainder(v, q, shift: int):
+    """``v - q * 2**shift`` in ``[0, 2**shift)``: the low bits of ``v`` where they hold it."""
+    k, i, _ = v.kif
+    if shift <= i:
+        return v.quantize(0, shift, 0, "WRAP", "TRN")
+    return v - q * 2.0**shift
+
+
+class DaBuilder:
+    """Traces the ops' integer semantics with da4ml (``hwconf``: its adder model)."""
+
+    def __init__(self, hwconf=None):
+        trace = require_da4ml()
+        self.hwconf = hwconf if hwconf is not None else trace.HWConfig(1, -1, -1)
+        self._trace = trace
+        self.node = ""
+
+    # -- values -----------------------------------------------------------------------------
+    def inputs(self, sizes: list[int], types: list[tuple[bool, int]]):
+        """The design's input variables and, per input port, its codes: ``types`` each
+        (signed, width); every element quantized to its port's integer type."""
+        total = sum(sizes)
+        inp = self._trace.FixedVariableArrayInput((total,), hwconf=self.hwconf)
+        kif_k, kif_i = [], []
+        for size, (signed, width) in zip(sizes, types):
+            kif_k += [int(signed)] * size
+            kif_i += [width - int(signed)] * size
+        codes = inp.quantize(k=np.array(kif_k), i=np.array(kif_i), f=np.zeros(total, dtype=np.int64))
+        ends = np.cumsum([0, *sizes])
+        return inp, [codes._vars[a:b] for a, b in zip(ends[:-1], ends[1:])]
+
+    def const(self, values) -> np.ndarray:
+        """Constant codes (integers) as variables."""
+        return _elementwise(self._constant, _ints(values))
+
+    def _constant(self, value: int):
+        return self._trace.FixedVariable.from_const(float(value), hwconf=self.hwconf)
+
+    # -- arithmetic -----------------------------------------------------------------------
+    def matmul(self, x, weight: np.ndarray):
+        """``x @ weight`` over the last axis of ``x`` (integer weights): da4ml's constant
+        matrix-vector products, one adder graph per row."""
+        weight = np.asarray(weight, dtype=np.int64)
+        if weight.size and int(np.abs(weight).max()) >= MAX_WEIGHT:
+            raise UnsupportedModelError(f"node '{self.node}': weights of {int(np.abs(weight).max()).bit_length()} bits; "
+                                        f"the RTL back end takes |weight| < 2**{MAX_WEIGHT.bit_length() - 1}")
+        x = np.asarray(x, dtype=object)
+        rows = x.reshape(-1, x.shape[-1])
+        arr = self._trace.FixedVariableArray(rows, hwconf=self.hwconf)
+        out = (arr @ weight.astype(np.float64))._vars
+        return np.asarray(out, dtype=object).reshape(x.shape[:-1] + weight.shape[1:])
+
+    def add(self, a, b):
+        return _elementwise(lambda u, v: u + v, a, b)
+
+    def sub(self, a, b):
+        return _elementwise(lambda u, v: u - v, a, b)
+
+    def scale(self, x, factor):
+        """``x * factor`` for integer constants (shifts and adds)."""
+        return _elementwise(lambda u, k: u * float(k) if k else self._constant(0), x, _ints(factor))
+
+    def shift_left(self, x, shift: int):
+        """``x * 2**shift`` (``shift >= 0``): wiring only."""
+        return _elementwise(lambda u: u * 2.0**shift, x) if shift else x
+
+    def maximum(self, a, b):
+        return _elementwise(lambda u, v: u.max_of(v) if hasattr(u, "max_of") else v.max_of(u), a, b)
+
+    def minimum(self, a, b):
+        return _elementwise(lambda u, v: u.min_of(v) if hasattr(u, "min_of") else v.min_of(u), a, b)
+
+    def clamp(self, x, lo, hi):
+        """``min(max(x, lo), hi)`` for integer bounds (scalars or arrays broadcast to ``x``)."""
+        return _elementwise(lambda u, a, b: u.max_of(float(a)).min_of(float(b)), x, _ints(lo), _ints(hi))
+
+    # -- rounding ----------------------------------------------------------------------------
+    def floor_shift(self, x, shift: int):
+        """``floor(x / 2**shift)``; a left shift for ``shift <= 0``."""
+        if shift <= 0:
+            return self.shift_left(x, -shift)
+        return _elementwise(lambda u: _floor(u, shift), x)
+
+    def round_shift(self, x, shift: int, mode: Rounding):
+        """``R(x / 2**shift)``, ``R`` the QONNX mode: the floor quotient, plus one where the
+        rounding table (:data:`..exact.rounding.ROUND_UP`) says so, from the remainder's bits."""
+        if shift <= 0:
+            return self.shift_left(x, -shift)
+        return _elementwise(lambda u: self._round_one(u, shift, Rounding(mode)), x)
+
+    def _round_one(self, v, shift: int, mode: Rounding):
+        q = _floor(v, shift)
+        if v.low == v.high:  # a constant: da4ml folds it
+            return self._constant(int(shift_round(np.array([int(v.low)]), shift, mode)[0]))
+        r = _remainder(v, q, shift)
+        half = 1 << (shift - 1)
+        facts = {
+            Fact.ABOVE_HALF: lambda: r >= half + 1,
+            Fact.AT_HALF: lambda: (r - half)._eq(0),
+            Fact.NEGATIVE: lambda: v < 0,
+            Fact.INEXACT: lambda: r._ne(0),
+            Fact.ODD: lambda: q.quantize(0, 1, 0, "WRAP", "TRN"),
+        }
+        up = round_up(mode, lambda f: facts[f](), BITS)
+        return q if up is None else q + up
+
+    def multiply_shift(self, x, mult, add, shift: int):
+        """``floor((mult * x + add) / 2**shift)`` for integer constants (per element, broadcast)."""
+        product = self.add(self.scale(x, mult), self.const(np.broadcast_to(_ints(add), np.shape(x))))
+        return self.floor_shift(product, shift)
+
+    def count_at_least(self, x, thresholds):
+        """``#{k : x >= t[..., k]}`` per element (``thresholds``: ``x``'s shape + (K,))."""
+        t = _ints(thresholds)
+        out = np.empty(np.shape(x), dtype=object)
+        for idx in np.ndindex(out.shape):
+            v = x[idx]
+            out[idx] = _tree(lambda a, b: a + b, [v >= float(k) for k in t[idx]]) if t[idx].size else self._constant(0)
+        return out
+
+    def lookup(self, x, table: np.ndarray, lo: int):
+        """``table[x - lo]`` per element (``table``: integer codes for every ``x`` of the
+        value's range; da4ml's table spans the variable's own interval, clipped into it)."""
+        table = np.asarray(table, dtype=np.int64)
+
+        def one(v):
+            if v.low == v.high:
+                return self._constant(int(table[min(max(int(v.low) - lo, 0), len(table) - 1)]))
+            codes = np.arange(int(v.low), int(v.high) + 1, int(v.step))
+            return v.lookup(table[np.clip(codes - lo, 0, len(table) - 1)].astype(np.float64))
+
+        return _elementwise(one, x)
+
+    # -- moving values ------------------------------------------------------------------------
+    def gather(self, x, index: np.ndarray):
+        """``x.ravel()[index]`` with ``-1`` for a constant zero (padding)."""
+        flat = np.asarray(x, dtype=object).ravel()
+        zero = self._constant(0)
+        index = np.asarray(index, dtype=np.int64)
+        out = np.empty(index.shape, dtype=object)
+        out.ravel()[:] = [zero if i < 0 else flat[i] for i in index.ravel()]
+        return out
+
+    def reduce_sum(self, x, axis: int):
+        return np.apply_along_axis(lambda v: _tree(lambda a, b: a + b, list(v)), axis, np.asarray(x, dtype=object))
+
+    def reduce_max(self, x, axis: int):
+        return np.apply_along_axis(lambda v: _tree(lambda a, b: a.max_of(b), list(v)), axis,
+                                   np.asarray(x, dtype=object))
+
+    def concat(self, xs: list, axis: int):
+        return np.concatenate([np.asarray(x, dtype=object) for x in xs], axis=axis)
+
+
+__all__ = ["BITS", "DaBuilder", "MAX_WEIGHT", "require_da4ml"]
