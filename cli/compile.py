@@ -171,7 +171,10 @@ def verify_cmd(model, project, samples, seed, data, user_samples, expected, requ
 @click.option("--input-type", help="Type of a float input that no Quant reads (as for compile).")
 @handle_errors
 def inspect(model, as_json, input_type):
-    """Show MODEL's ops, fixed-point types, accumulator widths, MACs and requantization forms."""
+    """Show MODEL's ops, fixed-point types, accumulator widths, MACs and requantization forms
+    (MODEL may also be a compiled project: its layers as compiled, and an RTL design's latency)."""
+    if model.is_dir():
+        return _inspect_project(model, as_json)
     graph = api.load_model(model, input_type)
     rows = api.layer_table(graph)
 
@@ -195,3 +198,26 @@ def inspect(model, as_json, input_type):
     out.print(f"total MACs per sample: {sum(r['macs'] for r in rows):,}")
     if len(outputs) > 1:
         out.print("outputs: " + "; ".join(f"{p['name']} {tuple(p['shape'])} {p['type']}" for p in outputs))
+
+
+def _inspect_project(prj: Path, as_json: bool) -> None:
+    """``inspect PRJ``: the layers as the manifest records them, the ports and the design."""
+    m = api.Manifest.read(prj)
+    if as_json:
+        out.print_json(json.dumps({"backend": m.backend, "model": m.model_file,
+                                   "inputs": [e.to_json() for e in m.inputs], "outputs": [e.to_json() for e in m.outputs],
+                                   "layers": [r.to_json() for r in m.layers],
+                                   "rtl": None if m.rtl is None else {"latency_cycles": m.rtl.latency,
+                                                                      "stages": m.rtl.stages,
+                                                                      "pipeline": m.rtl.pipeline,
+                                                                      "lut_estimate": m.rtl.lut_estimate,
+                                                                      "register_bits": m.rtl.register_bits}}))
+        return
+    table = Table(title=f"{prj}  ({m.backend} project of {m.model_file})")
+    for col in ("node", "op", "shape", "type", "code range", "MACs", "form"):
+        table.add_column(col, justify="right" if col == "MACs" else "left")
+    for r in m.layers:
+        table.add_row(r.node, r.op, str(tuple(r.shape)), r.ftype.describe(), f"[{r.lo}, {r.hi}]", f"{r.macs:,}", r.form)
+    out.print(table)
+    if m.rtl is not None:
+        out.print(m.rtl.line(), markup=False, highlight=False, soft_wrap=True)

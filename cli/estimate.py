@@ -29,10 +29,19 @@ from .app import check_output_path, console, handle_errors, main, out
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the estimate as JSON here.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Write the plot (PNG) here.")
 @click.option("--input-type", help="Type of a float input that no Quant reads (as for compile).")
+@click.option("--backend", type=click.Choice([api.BACKEND_HLS, api.BACKEND_RTL]), default=api.BACKEND_HLS,
+              show_default=True, help="rtl: the fully unrolled Verilog design's LUTs, FFs and latency in clock cycles, "
+              "read off the adder graphs compile --backend rtl builds.")
+@click.option("--pipeline", type=click.IntRange(1), default=api.PIPELINE, show_default=True,
+              help="--backend rtl: adder delays between pipeline registers (as for compile).")
 @handle_errors
-def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilization, json_path, plot_path, input_type):
+def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilization, json_path, plot_path, input_type,
+                 backend, pipeline):
     """Estimate MODEL on an FPGA part: per-layer reuse factors and block grid chosen to fit
-    and maximize throughput (labelled estimates, see docs/estimate.md)."""
+    and maximize throughput (labelled estimates, see docs/estimate.md); with --backend rtl,
+    the Verilog design's cells and latency (docs/rtl.md)."""
+    if backend == api.BACKEND_RTL:
+        return _estimate_rtl(model, input_type, pipeline, json_path)
     if not 0 < utilization <= 1:
         raise click.BadParameter("must be in (0, 1]", param_hint="--utilization")
     if clock_ns <= 0:
@@ -56,3 +65,30 @@ def estimate_cmd(model, part, partition, io_type, strategy, clock_ns, utilizatio
     if plot_path:
         plot(design, sweep, plot_path, Path(model).name)
         out.print(f"wrote {plot_path}")
+
+
+def _estimate_rtl(model: Path, input_type: str | None, pipeline: int, json_path: Path | None) -> None:
+    """``estimate --backend rtl``: a table of the layers' LUTs, then the design's line."""
+    import json
+
+    from rich.table import Table
+
+    from ..compiler.estimate.rtl import estimate_rtl
+    from .app import write_atomically
+
+    if json_path is not None:
+        check_output_path(json_path, "--json")
+    with console.status("reading and typing the model"):
+        graph = api.load_model(model, input_type)
+    with console.status(f"tracing {len(graph.nodes)} layers into adder graphs (da4ml)"):
+        est = estimate_rtl(graph, pipeline)
+    table = Table(title=f"{model}: RTL design at {pipeline} adder delays per stage (estimates)")
+    for col in ("node", "op", "LUT", "share"):
+        table.add_column(col, justify="left" if col in ("node", "op") else "right")
+    for r in est.layers:
+        table.add_row(r.node, r.op, f"{r.luts:,}", f"{100 * r.luts / max(est.luts, 1):.1f} %")
+    out.print(table)
+    out.print(est.line(), highlight=False)
+    if json_path is not None:
+        write_atomically(json_path, json.dumps({"model": str(model), **est.to_json()}, indent=1).encode())
+        out.print(f"wrote {json_path}")

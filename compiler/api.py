@@ -302,13 +302,14 @@ def input_codes(project: PathLike, inputs, codes: bool = False) -> np.ndarray:
 
 def emulate(project: PathLike, inputs, *, codes: bool = False, workers: int | None = None,
             observer: Observer = SILENT) -> np.ndarray | list[np.ndarray]:
-    """The project's g++ C-simulation on ``inputs`` (:func:`input_codes`; partitioned
+    """The project's g++ C-simulation (an RTL project's Verilator simulation) on ``inputs`` (:func:`input_codes`; partitioned
     projects: every block in ``workers`` processes, then the tail).  Real-valued outputs, or
     codes with ``codes``: an array, or for several outputs a list in the model's order.  The
     observer sees the build (and its line) and the samples, or block runs, as they finish."""
     sim = simulation(project, workers)
     x = input_codes(project, inputs, codes)
-    with observer.stage("building the C-simulation (g++)"):
+    rtl = sim.manifest.rtl is not None
+    with observer.stage("building the RTL simulation (Verilator)" if rtl else "building the C-simulation (g++)"):
         sim.build()
     if getattr(sim, "last_build", None) is not None:
         observer.notice(sim.last_build.line())

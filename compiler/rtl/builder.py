@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ToolchainError, UnsupportedModelError
-from ..exact.rounding import Fact, Rounding, round_up, shift_round
+from ..exact.rounding import Fact, Rounding, div_round, round_up, shift_round
 
 #: The largest |weight| da4ml's constant matrix solver takes exactly (it reads float32).
 MAX_WEIGHT = 1 << 24
@@ -33,16 +33,21 @@ def require_da4ml():
 
 
 class _BitLogic:
-    """The rounding table's booleans as da4ml 1-bit variables."""
+    """The rounding table's booleans as da4ml 1-bit variables, or Python bools where a fact
+    is known (no tie at an odd divisor)."""
 
     def and_(self, a, b):
+        if isinstance(a, bool) or isinstance(b, bool):
+            return (b if a else False) if isinstance(a, bool) else (a if b else False)
         return a & b
 
     def or_(self, a, b):
+        if isinstance(a, bool) or isinstance(b, bool):
+            return (True if a else b) if isinstance(a, bool) else (True if b else a)
         return a | b
 
     def not_(self, a):
-        return ~a
+        return (not a) if isinstance(a, bool) else ~a
 
 
 BITS = _BitLogic()
@@ -79,6 +84,21 @@ def _remainder(v, q, shift: int):
     if shift <= i:
         return v.quantize(0, shift, 0, "WRAP", "TRN")
     return v - q * 2.0**shift
+
+
+def _floor_div(v, divisor: int):
+    """``floor(v / divisor)`` of one variable (``divisor > 1``): with ``base = floor(low /
+    divisor)`` and ``u = v - base * divisor`` in ``[0, top]``, ``floor(u * m / 2**s)`` where
+    ``m = ceil(2**s / divisor)`` and ``s`` the least with ``(m * divisor - 2**s) * top < 2**s``;
+    then ``u * m / 2**s = u / divisor + e`` with ``0 <= e < 1 / divisor``, which never
+    crosses the next integer (Granlund and Montgomery's reciprocal)."""
+    base = int(v.low) // divisor
+    top = int(v.high) - base * divisor
+    s = 0
+    while (-(-(1 << s) // divisor) * divisor - (1 << s)) * top >= 1 << s:
+        s += 1
+    u = v - float(base * divisor) if base else v
+    return _floor(u * float(-(-(1 << s) // divisor)), s) + float(base)
 
 
 class DaBuilder:
@@ -164,20 +184,45 @@ class DaBuilder:
         return _elementwise(lambda u: self._round_one(u, shift, Rounding(mode)), x)
 
     def _round_one(self, v, shift: int, mode: Rounding):
-        q = _floor(v, shift)
         if v.low == v.high:  # a constant: da4ml folds it
             return self._constant(int(shift_round(np.array([int(v.low)]), shift, mode)[0]))
-        r = _remainder(v, q, shift)
-        half = 1 << (shift - 1)
+        q = _floor(v, shift)
+        return self._rounded(v, q, _remainder(v, q, shift), 1 << shift, mode)
+
+    def _rounded(self, v, q, r, divisor: int, mode: Rounding):
+        """``R(v / divisor)`` from the floor quotient ``q`` and the remainder ``r`` in
+        ``[0, divisor)``: plus one where the rounding table says so."""
+        half = divisor // 2
         facts = {
             Fact.ABOVE_HALF: lambda: r >= half + 1,
-            Fact.AT_HALF: lambda: (r - half)._eq(0),
+            Fact.AT_HALF: lambda: (r - half)._eq(0) if divisor % 2 == 0 else False,
             Fact.NEGATIVE: lambda: v < 0,
             Fact.INEXACT: lambda: r._ne(0),
             Fact.ODD: lambda: q.quantize(0, 1, 0, "WRAP", "TRN"),
         }
         up = round_up(mode, lambda f: facts[f](), BITS)
-        return q if up is None else q + up
+        if isinstance(up, bool) or up is None:
+            return q + 1.0 if up else q
+        return q + up
+
+    def div_round(self, x, divisor: int, mode: Rounding):
+        """``R(x / divisor)`` for a positive integer constant, ``R`` the QONNX mode:
+        :meth:`round_shift` for a power of two, else the floor quotient by a reciprocal
+        multiply-shift (exact on the variable's interval, :func:`_floor_div`) and the
+        rounding table's facts of the remainder."""
+        divisor = int(divisor)
+        if divisor < 1:
+            raise ValueError(f"div_round by {divisor}")
+        if divisor & (divisor - 1) == 0:
+            return self.round_shift(x, divisor.bit_length() - 1, mode)
+        return _elementwise(lambda u: self._div_one(u, divisor, Rounding(mode)), x)
+
+    def _div_one(self, v, divisor: int, mode: Rounding):
+        if v.low == v.high:
+            return self._constant(int(div_round(np.array([int(v.low)]), divisor, mode)[0]))
+        q = _floor_div(v, divisor)
+        r = (v - q * float(divisor)).quantize(0, (divisor - 1).bit_length(), 0, "WRAP", "TRN")  # in [0, divisor)
+        return self._rounded(v, q, r, divisor, mode)
 
     def multiply_shift(self, x, mult, add, shift: int):
         """``floor((mult * x + add) / 2**shift)`` for integer constants (per element, broadcast)."""
