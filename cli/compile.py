@@ -173,7 +173,7 @@ def verify_cmd(model, project, samples, seed, data, user_samples, expected, requ
 def inspect(model, as_json, input_type):
     """Show MODEL's ops, fixed-point types, accumulator widths, MACs and requantization forms
     (MODEL may also be a compiled project: its layers as compiled, and an RTL design's latency)."""
-    if model.is_dir():
+    if (model / api.MANIFEST).is_file():
         return _inspect_project(model, as_json)
     graph = api.load_model(model, input_type)
     rows = api.layer_table(graph)

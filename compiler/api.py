@@ -28,7 +28,7 @@ from .errors import UnsupportedModelError
 from .lower.hls4ml_lower import HlsOptions
 from .observer import SILENT, Observer
 from .ops import IoType
-from .project import Manifest
+from .project import MANIFEST, Manifest
 from .samples import read_inputs
 from .verdict import Oracle, VerifyOptions, VerifyReport
 
@@ -332,7 +332,7 @@ def verify_project(model: PathLike, project: PathLike, options: VerifyOptions = 
     return verify(model, project, options, observer)
 
 
-__all__ = ["BACKEND_HLS", "BACKEND_RTL", "CompileOptions", "CompileResult", "GRID_AUTO", "PIPELINE", "Manifest", "Oracle", "REGISTER_UTILIZATION", "REUSE_AUTO",
+__all__ = ["BACKEND_HLS", "BACKEND_RTL", "CompileOptions", "CompileResult", "GRID_AUTO", "MANIFEST", "PIPELINE", "Manifest", "Oracle", "REGISTER_UTILIZATION", "REUSE_AUTO",
            "TB_SAMPLES", "TB_SAMPLES_PER_KERNEL", "TB_VALUES", "VerifyOptions", "VerifyReport", "choose_grid",
            "compile_model", "default_tb_samples", "emulate", "hls_options", "input_codes", "layer_table", "load_model",
            "notices", "plan_partition", "rtl_option_refusal", "simulation", "verify_project", "write"]

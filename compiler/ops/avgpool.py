@@ -30,7 +30,7 @@ from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType, bits_for_range
 from ..exact.requant import MultiplyShift, Step, multiply_shift
 from .base import Layout, OpDef, Trait, check_width
-from .conv import windows
+from .conv import window_index, windows
 from .base.extension import DIMS, KernelCall, LayerConfig, Weight
 from .maxpool import Pool3dSizes, pool3d_extension, pool_work
 from .quant import Attrs as QuantAttrs
@@ -116,6 +116,22 @@ def division(attrs: Attrs, x: TensorType) -> dict[int, MultiplyShift] | None:
     return proven_divisions(attrs.out, x, min(k * x.lo, 0), max(k * x.hi, 0), divisors(attrs, x.shape[1:]).ravel())
 
 
+def divide_rtl(rtl, q: QuantAttrs, x: TensorType, sums, counts: np.ndarray,
+               table: dict[int, MultiplyShift] | None) -> np.ndarray:
+    """``clamp(R((S << up) / (n << down)))`` of the symbolic sums ``S`` of codes of ``x``, ``n``
+    their divisors (``counts``, shaped as the sums), as the kernels compute it: the proven
+    multiply-shift of each divisor (``table``), else the exact division by the constant."""
+    if table is not None:
+        pick = lambda field: np.vectorize(lambda n: getattr(table[int(n)], field), otypes=[object])(counts)  # noqa: E731
+        y = rtl.multiply_shift(sums, pick("mult"), pick("add"), next(iter(table.values())).shift)
+    else:
+        up, down = divisor_shifts(q, x)
+        scaled, y = rtl.shift_left(sums, up), np.empty(np.shape(counts), dtype=object)
+        for n in np.unique(counts):
+            y[counts == n] = rtl.div_round(scaled[counts == n], int(n) << down, q.rounding)
+    return rtl.clamp(y, q.qmin, q.qmax)
+
+
 @dataclass(frozen=True)
 class AverageDivision(LayerConfig):
     """What the config templates of the average pools share: the exact sum's division by the
@@ -191,6 +207,16 @@ class AvgPool(OpDef[Attrs]):
         up, down = divisor_shifts(attrs.out, ins[0])
         y = div_round(sums << np.int64(up), divisors(attrs, ins[0].shape[1:]) << np.int64(down), attrs.out.rounding)
         return np.clip(y, attrs.out.qmin, attrs.out.qmax)
+
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        """Window sums of the taps (the padding: constant zeros), then :func:`divide_rtl`."""
+        x = ins[0]
+        idx = window_index(x.shape, attrs.kernel, attrs.strides, attrs.pads, out.shape[1:]).reshape(*out.shape, -1)
+        sums = rtl.reduce_sum(rtl.gather(xs[0], idx), axis=-1)
+        counts = np.broadcast_to(divisors(attrs, x.shape[1:]), out.shape)
+        return divide_rtl(rtl, attrs.out, x, sums, counts, division(attrs, x))
 
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         # Window sums: onnxruntime's AveragePool is float32 only.  avg * k rounds back to the

@@ -93,6 +93,17 @@ def windows(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...]) ->
     return win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
 
 
+def window_index(shape: tuple[int, ...], kernel: tuple[int, ...], strides: tuple[int, ...], pads: tuple[int, ...],
+                 out_spatial: tuple[int, ...]) -> np.ndarray:
+    """(C, *out, *kernel): the flat index into a ``(C, *spatial)`` value of every tap of every
+    window (:func:`windows` on the indices), -1 where a tap reads the padding."""
+    n = len(kernel)
+    idx = np.arange(int(np.prod(shape))).reshape(1, *shape)
+    pad = ((0, 0), (0, 0)) + tuple((pads[i], pads[n + i]) for i in range(n))
+    win = windows(np.pad(idx, pad, constant_values=-1), kernel, strides)
+    return win[(0, slice(None)) + tuple(slice(0, s) for s in out_spatial)]
+
+
 def conv_products(layer) -> tuple[int, int]:
     """(products of one pipelined output position, of them by zero weights) of the 3D
     convolution kernel: every tap of every channel and filter (its cost facet's count)."""
@@ -200,6 +211,22 @@ class Conv(LinearOp[Attrs]):
         acc = acc.reshape(acc.shape[0], -1, *acc.shape[3:])
         shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
         return (acc << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)
+
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        """im2col by a gather (the padding: constant zeros), then per group one constant
+        matrix product of the (positions, c_in / group x taps) columns."""
+        g, (f, cg) = attrs.group, attrs.weight.shape[:2]
+        idx = window_index(ins[0].shape, attrs.weight.shape[2:], attrs.strides, attrs.pads, out.shape[1:])
+        taps = cg * int(np.prod(attrs.weight.shape[2:]))
+        idx = np.moveaxis(idx.reshape(g, cg, *out.shape[1:], -1), 1, -2).reshape(g, -1, taps)  # (group, positions, taps)
+        cols = rtl.gather(xs[0], idx)
+        w = attrs.weight.reshape(g, f // g, -1)
+        acc = rtl.concat([rtl.matmul(cols[i], w[i].T) for i in range(g)], axis=1).T.reshape(out.shape)
+        acc = rtl.shift_left(acc, out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
+        bias = _bias_aligned(attrs, out.ftype.frac)
+        return rtl.add(acc, rtl.const(bias.reshape((-1,) + (1,) * attrs.ndim))) if bias.any() else acc
 
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         x = ins[0]

@@ -65,6 +65,23 @@ def _bias_aligned(attrs: Attrs, facc: int) -> np.ndarray:
     return bias_aligned(attrs.bias, attrs.btype, attrs.weight.shape[1], facc)
 
 
+def scatter_index(attrs: Attrs, in_shape: tuple[int, ...], out_spatial_shape: tuple[int, ...]) -> np.ndarray:
+    """(positions, c_in, taps): the flat index into the ``(c_in, *spatial)`` input of the value
+    each kernel tap brings to each output position (-1: none reaches it)."""
+    n, k, s = attrs.ndim, attrs.weight.shape[2:], attrs.strides
+    c_in, spatial = in_shape[0], in_shape[1:]
+    flat = np.arange(int(np.prod(in_shape))).reshape(in_shape)
+    positions = list(itertools.product(*(range(v) for v in out_spatial_shape)))
+    taps = list(itertools.product(*(range(v) for v in k)))
+    idx = np.full((len(positions), c_in, len(taps)), -1, dtype=np.int64)
+    for a, o in enumerate(positions):
+        for b, t in enumerate(taps):
+            full = [o[d] + attrs.pads[d] - t[d] for d in range(n)]
+            if all(f % s[d] == 0 and 0 <= f // s[d] < spatial[d] for d, f in enumerate(full)):
+                idx[a, :, b] = flat[(slice(None), *(f // s[d] for d, f in enumerate(full)))]
+    return idx
+
+
 def phase_weights(attrs: Attrs):
     """For every output phase (kernel offsets congruent modulo the stride): (c_out, taps) weights."""
     n, k, s = attrs.ndim, attrs.weight.shape[2:], attrs.strides
@@ -135,6 +152,20 @@ class ConvTranspose(LinearOp[Attrs]):
         y = y[(slice(None), slice(None)) + crop]
         shift = np.int64(out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
         return (y << shift) + _bias_aligned(attrs, out.ftype.frac).reshape((-1,) + (1,) * n)
+
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        """Each output position gathers the input taps that reach it (``full = i * s + t``;
+        none: a constant zero), one constant matrix product of (positions, c_in x taps) by the
+        kernel, then the shift and bias of :meth:`semantics`."""
+        idx = scatter_index(attrs, ins[0].shape, out.shape[1:])  # (positions, c_in, taps)
+        cols = rtl.gather(xs[0], idx.reshape(idx.shape[0], -1))
+        w = np.moveaxis(attrs.weight.reshape(attrs.weight.shape[0], attrs.weight.shape[1], -1), 1, -1)
+        acc = rtl.matmul(cols, w.reshape(-1, attrs.weight.shape[1])).T.reshape(out.shape)
+        acc = rtl.shift_left(acc, out.ftype.frac - ins[0].ftype.frac - attrs.wtype.frac)
+        bias = _bias_aligned(attrs, out.ftype.frac)
+        return rtl.add(acc, rtl.const(bias.reshape((-1,) + (1,) * attrs.ndim))) if bias.any() else acc
 
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         x = ins[0]

@@ -87,6 +87,13 @@ class Crop(OpDef[Attrs]):
         sl = tuple(slice(a, a + n) for a, n in zip(attrs.starts, attrs.sizes))
         return xs[0][(slice(None), slice(c0, c0 + k)) + sl]
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        c0, k = attrs.channel_range(ins[0])
+        sl = tuple(slice(a, a + n) for a, n in zip(attrs.starts, attrs.sizes))
+        return np.asarray(xs[0], dtype=object)[(slice(c0, c0 + k),) + sl]
+
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         c0, k = attrs.channel_range(ins[0])
         axes = np.arange(1, 2 + len(attrs.starts), dtype=np.int64)

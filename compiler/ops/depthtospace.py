@@ -80,6 +80,13 @@ class DepthToSpace(OpDef[Attrs]):
         view, perm = _split(attrs, c_in)
         return x.reshape(len(x), *view, h, w).transpose(perm).reshape(len(x), *out.shape)
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        (c_in, h, w) = ins[0].shape
+        view, perm = _split(attrs, c_in)  # batch-first: drop its axis
+        return np.asarray(xs[0], dtype=object).reshape(*view, h, w).transpose([p - 1 for p in perm[1:]]).reshape(out.shape)
+
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         (c_in, h, w) = ins[0].shape
         view, perm = _split(attrs, c_in)

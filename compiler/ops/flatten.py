@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..ir.meaning import CodeScale
 from ..ir.types import TensorType
 from .base import OpDef, Trait
@@ -41,6 +43,11 @@ class Flatten(OpDef[Attrs]):
 
     def onnx_reference(self, attrs, builder, xs, ins, out):
         return builder.op("Flatten", [xs[0]], axis=1)
+
+    has_rtl = True
+
+    def rtl(self, attrs, rtl, xs, ins, out):
+        return np.asarray(xs[0], dtype=object).reshape(-1)
 
     def lower(self, attrs, hls, node, ins, out):
         hls.add_layer(node, {"class_name": "Reshape", "target_shape": [int(out.size)]}, {"result": out.ftype.hls()})

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from ..exact.requant import MultiplyShift
-from .avgpool import AverageDivision, describe, divisor_shifts, proven_divisions, sum_type
+from .avgpool import AverageDivision, describe, divide_rtl, divisor_shifts, proven_divisions, sum_type
 from .base import Layout, OpDef, check_width
 from .base.extension import Extension, KernelCall, out_shape_attr
 from .quant import Attrs as QuantAttrs
@@ -94,6 +94,16 @@ class GlobalAvgPool(OpDef[Attrs]):
         up, down = divisor_shifts(attrs.out, x)
         y = div_round(sums << np.int64(up), np.int64(prod(x.shape[1:])) << np.int64(down), attrs.out.rounding)
         return np.clip(y, attrs.out.qmin, attrs.out.qmax)
+
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        """Each channel's sum, then the average pool's division (:func:`.avgpool.divide_rtl`)."""
+        x = ins[0]
+        sums = rtl.reduce_sum(np.asarray(xs[0], dtype=object).reshape(x.shape[0], -1), axis=-1)
+        n, ms = prod(x.shape[1:]), division(attrs, x)
+        y = divide_rtl(rtl, attrs.out, x, sums, np.full(x.shape[0], n), None if ms is None else {n: ms})
+        return np.asarray(y, dtype=object).reshape(out.shape)
 
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         # int64 sums are exact; every scaled sum and the divisor are integers below 2**52

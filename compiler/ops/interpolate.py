@@ -111,6 +111,21 @@ class Interpolate(OpDef[Attrs]):
                  np.take(y, src[:, 1], axis=2 + k) * wt[:, 1].reshape(shape))
         return y
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        """:meth:`semantics` axis by axis: the two inputs each output reads, times their
+        integer weights (constant multiplications), added."""
+        y = np.asarray(xs[0], dtype=object)
+        for k, a in enumerate(attrs.axes):
+            src, wt = np.asarray(a.sources, dtype=np.int64), np.asarray(a.weights, dtype=np.int64)
+            shape = [1] * y.ndim
+            shape[1 + k] = len(src)
+            terms = [rtl.scale(np.take(y, src[:, j], axis=1 + k), np.broadcast_to(
+                wt[:, j].reshape(shape), np.take(y, src[:, j], axis=1 + k).shape)) for j in range(2)]
+            y = rtl.add(*terms)
+        return y
+
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         y = xs[0]
         rank = len(ins[0].shape) + 1

@@ -47,6 +47,14 @@ class LeakyRelu(OpDef[Attrs]):
                            builder.const(np.array(attrs.alpha_code, dtype=np.int64))])
         return builder.op("Add", [pos, neg])
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        """``(max(x, 0) << fa) + alpha_code * min(x, 0)``: one of the two terms is zero."""
+        zero = rtl.const(0)
+        pos = rtl.shift_left(rtl.maximum(xs[0], zero), attrs.alpha_frac)
+        return rtl.add(pos, rtl.scale(rtl.minimum(xs[0], zero), attrs.alpha_code))
+
     def lower(self, attrs: Attrs, hls, node, ins, out):
         hls.add_layer(
             node,

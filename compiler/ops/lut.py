@@ -123,6 +123,11 @@ class Lut(OpDef[Attrs]):
         idx = builder.op("Sub", [xs[0], builder.const(np.array(ins[0].lo, dtype=np.int64))])
         return builder.op("Gather", [builder.const(table(attrs, ins[0])), idx], axis=0)
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        return rtl.lookup(xs[0], table(attrs, ins[0]), ins[0].lo)
+
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]
         t = table(attrs, x)

@@ -55,6 +55,12 @@ class Maximum(OpDef[Attrs]):
                  for x, t in zip(xs, ins)]
         return builder.op("Min" if attrs.minimum else "Max", parts)
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        a, b = (rtl.shift_left(x, out.ftype.frac - t.ftype.frac) for x, t in zip(xs, ins))
+        return rtl.minimum(a, b) if attrs.minimum else rtl.maximum(a, b)
+
     def lower(self, attrs: Attrs, hls, node, ins, out):
         if hls.flat_perm(node.inputs[0]).tolist() != hls.flat_perm(node.inputs[1]).tolist():
             raise UnsupportedModelError(f"node '{node.name}': Max / Min of tensors in different layouts")

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
 from .base import Layout, OpDef, Trait
-from .conv import windows
+from .conv import window_index, windows
 from .base.extension import DIMS, Extension, KernelCall, LayerConfig, Weight, attr_shape, computed, layer_reuse, map_shape
 from ..exact.spans import window_span
 from .base.cost import Work, bits, line_buffer_2d, padded, plane_buffer, prod, window_registers
@@ -137,6 +137,15 @@ class MaxPool(OpDef[Attrs]):
         win = windows(x, attrs.kernel, attrs.strides)
         win = win[(slice(None), slice(None)) + tuple(slice(0, s) for s in out.shape[1:])]
         return win.max(axis=tuple(range(2 + n, 2 + 2 * n)))
+
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        """The maximum of each window's taps; a padded tap (never the maximum) reads the
+        window's first real position instead."""
+        idx = window_index(ins[0].shape, attrs.kernel, attrs.strides, attrs.padding, out.shape[1:]).reshape(*out.shape, -1)
+        first = np.take_along_axis(idx, np.argmax(idx >= 0, axis=-1)[..., None], axis=-1)
+        return rtl.reduce_max(rtl.gather(xs[0], np.where(idx >= 0, idx, first)), axis=-1)
 
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         # A max of integers below 2**52 is exact in float64.

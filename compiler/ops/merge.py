@@ -49,6 +49,16 @@ def _aligned(x: np.ndarray, t: TensorType, frac: int) -> np.ndarray:
     return x.astype(np.int64) << np.int64(frac - t.ftype.frac)
 
 
+def _sample_weights(k: tuple[int, ...], t: TensorType) -> np.ndarray | int:
+    """The weights against one sample's codes (no batch axis): (C, 1, ...) per channel, else one."""
+    return _weights(k, t)[0] if len(k) > 1 else k[0]
+
+
+def aligned_rtl(rtl, xs: list, ins: list[TensorType], frac: int) -> list:
+    """The RTL facets' :func:`_aligned`: each input's symbolic codes shifted onto ``frac``."""
+    return [rtl.shift_left(x, frac - t.ftype.frac) for x, t in zip(xs, ins)]
+
+
 @dataclass(frozen=True)
 class ConcatConfig(LayerConfig):
     template: ClassVar[str] = "merge/concat_config.tpl"
@@ -109,6 +119,11 @@ class Concat(OpDef[Attrs]):
                  for x, t in zip(xs, ins)]
         return builder.op("Concat", parts, axis=-1 if attrs.features else 1)
 
+    has_rtl = True
+
+    def rtl(self, attrs, rtl, xs, ins, out):
+        return rtl.concat(aligned_rtl(rtl, xs, ins, out.ftype.frac), axis=-1 if attrs.features else 0)
+
     def lower(self, attrs, hls, node, ins, out):
         a, b = ins
         if attrs.features:  # (T, F) sequences are stored step by step: the steps are the positions
@@ -162,6 +177,13 @@ class Add(OpDef[Attrs]):
         parts = [builder.op("Mul", [x, builder.const(_weights(k, t) << np.int64(out.ftype.frac - t.ftype.frac))])
                  for x, t, k in zip(xs, ins, (attrs.k1, attrs.k2))]
         return builder.op("Add", parts)
+
+    has_rtl = True
+
+    def rtl(self, attrs, rtl, xs, ins, out):
+        a, b = aligned_rtl(rtl, xs, ins, out.ftype.frac)
+        weigh = lambda v, k, t: v if set(k) == {1} else rtl.scale(v, _sample_weights(k, t))  # noqa: E731
+        return rtl.add(weigh(a, attrs.k1, ins[0]), weigh(b, attrs.k2, ins[1]))
 
     def lower(self, attrs, hls, node, ins, out):
         a = ins[0]

@@ -42,6 +42,8 @@ from .rescale import hls_channels
 MAX_DOMAIN = 1 << 26
 #: Values evaluated at once.
 CHUNK = 1 << 20
+#: Most thresholds per channel the RTL back end compares against (one comparator each).
+MAX_RTL_THRESHOLDS = 255
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,23 @@ class Staircase(OpDef[Attrs]):
             take = builder.op("LessOrEqual", [builder.op("Gather", [table, probe], axis=0), u])
             pos = builder.op("Where", [take, builder.op("Add", [pos, const(step)]), pos])
         return builder.op("Add", [pos, const(_per_channel(attrs, x, st.base))])
+
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        """``base + #{k : sign x >= t_k}``: one comparator per threshold (the padding, above
+        every reachable ``sign x``, left out)."""
+        x = ins[0]
+        st = steps(attrs, x)
+        count = int((st.thresholds < max(abs(x.lo), abs(x.hi)) + 1).sum(axis=1).max())
+        if count > MAX_RTL_THRESHOLDS:
+            raise UnsupportedModelError(f"node '{rtl.node}': a staircase of {count} thresholds per channel is beyond "
+                                        f"the RTL back end's {MAX_RTL_THRESHOLDS} comparators; --backend hls supports it")
+        lead = (1,) * (len(x.shape) - 1)
+        chan = lambda v, tail=(): v.reshape((-1, *lead, *tail)) if len(attrs.lines) > 1 else v[0]  # noqa: E731
+        thr = np.broadcast_to(chan(st.thresholds[:, :count], (count,)), (*x.shape, count))
+        u = xs[0] if (st.signs == 1).all() else rtl.scale(xs[0], chan(st.signs))
+        return rtl.add(rtl.count_at_least(u, thr), rtl.const(np.broadcast_to(chan(st.base), x.shape)))
 
     def lower(self, attrs: Attrs, hls, node, ins, out):
         x = ins[0]

@@ -46,6 +46,11 @@ class Transpose(OpDef[Attrs]):
     def onnx_reference(self, attrs, builder, xs, ins, out):
         return builder.op("Transpose", [xs[0]], perm=[0, 2, 1, *range(3, len(ins[0].shape) + 1)])
 
+    has_rtl = True
+
+    def rtl(self, attrs, rtl, xs, ins, out):
+        return np.swapaxes(np.asarray(xs[0], dtype=object), 0, 1)
+
     def lower(self, attrs, hls, node, ins, out):
         held = hls.flat_perm(node.inputs[0])
         moved = relabel(held, ins[0].shape)

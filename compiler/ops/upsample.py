@@ -66,6 +66,14 @@ class Upsample(OpDef[Attrs]):
             y = np.repeat(y, f, axis=2 + i)
         return y
 
+    has_rtl = True
+
+    def rtl(self, attrs: Attrs, rtl, xs, ins, out):
+        y = np.asarray(xs[0], dtype=object)
+        for i, f in enumerate(attrs.factors):
+            y = np.repeat(y, f, axis=1 + i)
+        return y
+
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
         scales = np.array([1.0, 1.0, *attrs.factors], dtype=np.float32)
         y = builder.op("Resize", [builder.op("Cast", [xs[0]], to="int32"), "", builder.const(scales)], mode="nearest",

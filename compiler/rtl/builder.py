@@ -5,8 +5,9 @@ An array is a numpy object array of da4ml ``FixedVariable`` values shaped as the
 each holds an integer *code* (da4ml's real value of the variable is the code itself: the
 fixed-point scale lives in the IR type, never in the hardware).  Every method is exact on
 integers: sums and products by integer constants widen, nothing wraps, and the only
-rounding is :meth:`DaBuilder.round_shift`, which decides each rounding by the one table of
-:mod:`..exact.rounding` (facts of the remainder, evaluated as comparisons of bits).
+roundings are :meth:`DaBuilder.round_shift` and :meth:`DaBuilder.div_round` (by a constant),
+which decide each rounding by the one table of :mod:`..exact.rounding` (facts of the
+remainder, evaluated as comparisons of bits).
 
 da4ml is imported by this module: the RTL back end's optional dependency
 (``pip install tessera[rtl]``); :func:`require_da4ml` says so in one line.
@@ -33,21 +34,22 @@ def require_da4ml():
 
 
 class _BitLogic:
-    """The rounding table's booleans as da4ml 1-bit variables, or Python bools where a fact
-    is known (no tie at an odd divisor)."""
+    """The rounding table's booleans as 0/1 variables, combined by arithmetic (da4ml's bit
+    operators carry its scaling factors inconsistently across its interpreters), or Python
+    bools where a fact is known (no tie at an odd divisor)."""
 
     def and_(self, a, b):
         if isinstance(a, bool) or isinstance(b, bool):
             return (b if a else False) if isinstance(a, bool) else (a if b else False)
-        return a & b
+        return (a + b - 1.0).relu()
 
     def or_(self, a, b):
         if isinstance(a, bool) or isinstance(b, bool):
             return (True if a else b) if isinstance(a, bool) else (True if b else a)
-        return a | b
+        return 1.0 - (1.0 - a - b).relu()
 
     def not_(self, a):
-        return (not a) if isinstance(a, bool) else ~a
+        return (not a) if isinstance(a, bool) else 1.0 - a
 
 
 BITS = _BitLogic()
@@ -76,6 +78,11 @@ def _floor(v, shift: int):
     scaled = v * 2.0**-shift
     k, i, _ = scaled.kif
     return scaled.quantize(k, max(i, 0) + 1, 0, "WRAP", "TRN")
+
+
+def _at_least(v, t: int):
+    """1 where ``v >= t``, else 0 (a 0/1 variable: the sign of ``v - t``)."""
+    return 1.0 - (v - float(t)).is_negative()
 
 
 def _remainder(v, q, shift: int):
@@ -134,16 +141,37 @@ class DaBuilder:
     # -- arithmetic -----------------------------------------------------------------------
     def matmul(self, x, weight: np.ndarray):
         """``x @ weight`` over the last axis of ``x`` (integer weights): da4ml's constant
-        matrix-vector products, one adder graph per row."""
+        matrix-vector product, its adder graph found once for every row (a convolution's
+        positions) on the columns' widest intervals, and applied to each row.  Weights of
+        :data:`MAX_WEIGHT` or more (the solver reads float32) are split into 20-bit digits,
+        one product each, shifted and summed."""
         weight = np.asarray(weight, dtype=np.int64)
-        if weight.size and int(np.abs(weight).max()) >= MAX_WEIGHT:
-            raise UnsupportedModelError(f"node '{self.node}': weights of {int(np.abs(weight).max()).bit_length()} bits; "
-                                        f"the RTL back end takes |weight| < 2**{MAX_WEIGHT.bit_length() - 1}")
         x = np.asarray(x, dtype=object)
         rows = x.reshape(-1, x.shape[-1])
-        arr = self._trace.FixedVariableArray(rows, hwconf=self.hwconf)
-        out = (arr @ weight.astype(np.float64))._vars
+        if weight.size and int(np.abs(weight).max()) >= MAX_WEIGHT:
+            low = ((weight + (1 << 19)) % (1 << 20)) - (1 << 19)  # balanced digits: |low| <= 2**19
+            high = (weight - low) >> 20
+            out = self.add(self.matmul(rows, low), self.shift_left(self.matmul(rows, high), 20))
+        else:
+            out = self._solved(rows, weight)
         return np.asarray(out, dtype=object).reshape(x.shape[:-1] + weight.shape[1:])
+
+    def _solved(self, rows: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        from da4ml.cmvm import solve
+        from da4ml.types import QInterval
+
+        fixed = self._trace.FixedVariable
+        rows = np.asarray([[v if isinstance(v, fixed) else self._constant(int(v)) for v in row] for row in rows],
+                          dtype=object)
+        if rows.shape[0] == 1:
+            arr = self._trace.FixedVariableArray(rows, hwconf=self.hwconf)
+            return np.asarray((arr @ weight.astype(np.float64))._vars, dtype=object)
+        qints = [QInterval(float(min(v.low for v in col)), float(max(v.high for v in col)),
+                           float(min(v.step for v in col))) for col in rows.T]
+        latencies = [float(max(v.latency for v in col)) for col in rows.T]
+        program = solve(np.ascontiguousarray(weight.astype(np.float32)), qintervals=qints, latencies=latencies,
+                        adder_size=self.hwconf.adder_size, carry_size=self.hwconf.carry_size)
+        return np.asarray([np.asarray(program(list(row)), dtype=object) for row in rows], dtype=object)
 
     def add(self, a, b):
         return _elementwise(lambda u, v: u + v, a, b)
@@ -187,19 +215,30 @@ class DaBuilder:
         if v.low == v.high:  # a constant: da4ml folds it
             return self._constant(int(shift_round(np.array([int(v.low)]), shift, mode)[0]))
         q = _floor(v, shift)
-        return self._rounded(v, q, _remainder(v, q, shift), 1 << shift, mode)
+        r = _remainder(v, q, shift)
+        # the remainder's top bit (2r >= 2**shift) and whether a bit below it is set
+        top = _floor(r, shift - 1) if shift > 1 else r
+        below = _at_least(r.quantize(0, shift - 1, 0, "WRAP", "TRN"), 1) if shift > 1 else None
+        above = BITS.and_(top, below) if below is not None else False
+        at = top - above if below is not None else top
+        inexact = top + below - above if below is not None else top
+        return self._up(v, q, {Fact.ABOVE_HALF: lambda: above, Fact.AT_HALF: lambda: at,
+                               Fact.INEXACT: lambda: inexact}, mode)
 
     def _rounded(self, v, q, r, divisor: int, mode: Rounding):
         """``R(v / divisor)`` from the floor quotient ``q`` and the remainder ``r`` in
         ``[0, divisor)``: plus one where the rounding table says so."""
         half = divisor // 2
-        facts = {
-            Fact.ABOVE_HALF: lambda: r >= half + 1,
-            Fact.AT_HALF: lambda: (r - half)._eq(0) if divisor % 2 == 0 else False,
-            Fact.NEGATIVE: lambda: v < 0,
-            Fact.INEXACT: lambda: r._ne(0),
-            Fact.ODD: lambda: q.quantize(0, 1, 0, "WRAP", "TRN"),
-        }
+        return self._up(v, q, {
+            Fact.ABOVE_HALF: lambda: _at_least(r, half + 1),
+            Fact.AT_HALF: lambda: _at_least(r, half) - _at_least(r, half + 1) if divisor % 2 == 0 else False,
+            Fact.INEXACT: lambda: _at_least(r, 1),
+        }, mode)
+
+    def _up(self, v, q, facts: dict, mode: Rounding):
+        """``q`` plus the rounding table's decision from the remainder's ``facts`` (the sign of
+        ``v`` and the parity of ``q`` added here)."""
+        facts = {**facts, Fact.NEGATIVE: lambda: v.is_negative(), Fact.ODD: lambda: q.quantize(0, 1, 0, "WRAP", "TRN")}
         up = round_up(mode, lambda f: facts[f](), BITS)
         if isinstance(up, bool) or up is None:
             return q + 1.0 if up else q
@@ -235,7 +274,7 @@ class DaBuilder:
         out = np.empty(np.shape(x), dtype=object)
         for idx in np.ndindex(out.shape):
             v = x[idx]
-            out[idx] = _tree(lambda a, b: a + b, [v >= float(k) for k in t[idx]]) if t[idx].size else self._constant(0)
+            out[idx] = _tree(lambda a, b: a + b, [_at_least(v, k) for k in t[idx]]) if t[idx].size else self._constant(0)
         return out
 
     def lookup(self, x, table: np.ndarray, lo: int):

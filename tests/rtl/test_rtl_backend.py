@@ -18,7 +18,7 @@ from tessera.compiler import api
 from tessera.compiler.errors import ToolchainError, UnsupportedModelError
 from tessera.compiler.exact.rounding import Rounding, shift_round
 from tessera.compiler.ir.types import FixedType
-from tessera.compiler.ops import convtranspose, dense, quant, relu, rescale
+from tessera.compiler.ops import dense, quant, relu, rescale
 from tessera.compiler.exact.requant import Step
 from tessera.compiler.reference.interpret import run_ir
 from tessera.compiler.rtl.builder import DaBuilder, require_da4ml
@@ -104,14 +104,13 @@ def test_thresholds_form_is_exact(make_graph, make_type, rng):
     _program_equals_semantics(g)
 
 
-def test_an_op_without_an_rtl_form_is_refused_in_one_line_and_nothing_is_written(make_graph, make_type, rng, tmp_path):
-    w = rand_weights(rng, (2, 3, 3, 3), 4)
-    attrs = convtranspose.Attrs(w, FixedType(4, 2, True), None, None, (2, 2), (0, 0, 0, 0))
-    g = make_graph(make_type(6, 3, True, (2, 4, 4)), ("convtranspose", attrs))
+def test_an_op_without_an_rtl_form_is_refused_in_one_line_and_nothing_is_written(make_graph, make_type, rng,
+                                                                                  rnn_builders, tmp_path):
+    g = make_graph(make_type(8, 6, True, (4, 3)), ("lstm", rnn_builders["lstm"](rng, 3, 2, "ternary")))
     with pytest.raises(UnsupportedModelError) as exc:
         api.write(g, None, tmp_path / "prj", api.CompileOptions(backend=api.BACKEND_RTL))
     line = str(exc.value)
-    assert "\n" not in line and "n0_convtranspose" in line and "--backend hls supports it" in line
+    assert "\n" not in line and "n0_lstm" in line and "--backend hls supports it" in line
     assert not (tmp_path / "prj").exists() and not list(tmp_path.iterdir())
 
 
