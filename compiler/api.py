@@ -157,7 +157,7 @@ class CompileResult:
     """A compiled project: its folder, the typed IR, hls4ml's options, the partition (None:
     unpartitioned) and the seconds it took."""
 
-    model: Path
+    model: Path | None
     project: Path
     graph: Graph
     options: HlsOptions
@@ -212,7 +212,7 @@ def write(graph: Graph, model: PathLike, out_dir: PathLike, options: CompileOpti
         with observer.progress("writing block kernels", kernels, "kernels") as advance:
             prj = write_partitioned_project(graph, model, out_dir, hls, partition, force=options.force, progress=advance,
                                             tb_samples=options.tb_samples or TB_SAMPLES_PER_KERNEL)
-    return CompileResult(Path(model), prj, graph, hls, partition, time.perf_counter() - t0)
+    return CompileResult(None if model is None else Path(model), prj, graph, hls, partition, time.perf_counter() - t0)
 
 
 def _partition(graph: Graph, options: CompileOptions, observer: Observer) -> Partition | None:
