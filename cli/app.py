@@ -159,6 +159,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "emulate": CommandEntry("compile", "Run a project's g++ C-simulation on an input array."),
     "verify": CommandEntry("compile", "Check a project bit for bit: its exact reference, the model itself."),
     "check": CommandEntry("check", "Check a project for what Vitis HLS or the FPGA would reject."),
+    "synth": CommandEntry("synth", "Synthesize an RTL project with Yosys (and place and route it for ECP5)."),
     "inspect": CommandEntry("compile", "Show a model's ops, types, accumulator widths and MACs."),
     "estimate": CommandEntry("estimate", "Estimate a model's resources, II and latency on an FPGA part."),
     "models": CommandEntry("train", "List the model zoo."),

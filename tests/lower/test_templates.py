@@ -17,15 +17,19 @@ from tessera.compiler.lower.extensions import extensions
 from tessera.compiler.ops.base.extension import Source
 from tessera.compiler.ops.base.weights import Codebook
 from tessera.compiler.ops.cells import kernel
+from tessera.compiler.rtl.design import TopModule
 from tessera.compiler.sim.build import Prelude, TopUnit
 from tessera.compiler.sim.shard import ShardUnit
+from tessera.compiler.synth.wrapper import SerialFields
+from tessera.compiler.synth.yosys import Ecp5Script, XilinxScript
 from tessera.compiler.writer import ExactTestbench, PackedEntry
 from tessera.hls_templates import ROOT, Fields, TemplateFieldsError, render
 
 #: The templates rendered outside hls4ml's extension layers, by their fields.
 OTHER_FIELDS: tuple[type[Fields], ...] = (
     kernel.LstmGateStruct, kernel.CifgGateStruct, kernel.LstmCellBody, kernel.GruGateStruct, kernel.GruCellBody,
-    kernel.ConvLstmCellStruct, ExactTestbench, PackedEntry, Prelude, TopUnit, ShardUnit, SynthesisView)
+    kernel.ConvLstmCellStruct, ExactTestbench, PackedEntry, Prelude, TopUnit, ShardUnit, SynthesisView, TopModule,
+    Ecp5Script, XilinxScript, SerialFields)
 
 #: A value of each field type, to render a template with.
 SAMPLE = {int: 7, bool: True, str: "text", Rounding: Rounding.HALF_EVEN, Codebook: Codebook.TERNARY}
