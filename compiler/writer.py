@@ -173,11 +173,9 @@ def write_rtl_project(graph: Graph, model_path: str | Path | None, out_dir: str 
     against the exact semantics before anything is written (a difference: one line naming
     the layer, no folder), its pipelined Verilog under ``rtl/`` (``pipeline``: adder delays
     per stage), the exact reference, the testbench's codes and the manifest."""
-    from da4ml.trace import to_pipeline
-
     from .rtl.check import CHECK_SAMPLES, check_program
     from .rtl.design import write_design
-    from .rtl.trace import trace
+    from .rtl.trace import pipelined, trace
 
     t0 = time.perf_counter()
     with observer.stage(f"tracing {len(graph.nodes)} layers into adder graphs (da4ml)"):
@@ -186,7 +184,7 @@ def write_rtl_project(graph: Graph, model_path: str | Path | None, out_dir: str 
     with observer.stage(f"checking the traced program on {CHECK_SAMPLES:,} full-range samples"):
         check_program(traced, program)
     with observer.stage(f"pipelining at {pipeline} adder delays per stage and checking the stages"):
-        pipe = to_pipeline(program, pipeline, verbose=False)
+        pipe = pipelined(program, pipeline)
         check_program(traced, program, stages=pipe.solutions)
     with project_folder(out_dir, force) as tmp, observer.stage("writing the Verilog design"):
         design = write_design(graph, pipe, pipeline, program.cost, tmp / "rtl")

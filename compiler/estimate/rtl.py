@@ -64,13 +64,11 @@ def layer_costs(traced) -> list[int]:
 
 def estimate_rtl(graph: Graph, pipeline: int, traced=None) -> RtlEstimate:
     """The RTL estimate of ``graph`` (``traced``: its trace, when the caller has it)."""
-    from da4ml.trace import to_pipeline
-
-    from ..rtl.trace import trace
+    from ..rtl.trace import pipelined, trace
 
     traced = traced if traced is not None else trace(graph)
     program = traced.program()
-    pipe = to_pipeline(program, pipeline, verbose=False)
+    pipe = pipelined(program, pipeline)
     stages = len(pipe.solutions)
     layers = tuple(RtlLayerEstimate(n.name, n.op, c) for n, c in zip(graph.nodes, layer_costs(traced)))
     return RtlEstimate(layers, int(round(program.cost)), int(pipe.reg_bits) + stages + 1, stages + 1, stages, pipeline)

@@ -49,6 +49,13 @@ class Traced:
         return comb_trace(self.inputs, outs)
 
 
+def pipelined(program, pipeline: int):
+    """da4ml's pipeline of ``program``: stages of at most ``pipeline`` adder delays each."""
+    from da4ml.trace import to_pipeline
+
+    return to_pipeline(program, pipeline, verbose=False)
+
+
 def trace(graph: Graph, builder: DaBuilder | None = None) -> Traced:
     """Every node of ``graph`` traced in order; one line for a node the back end refuses."""
     why = refusal(graph)
@@ -75,4 +82,4 @@ def trace(graph: Graph, builder: DaBuilder | None = None) -> Traced:
     return traced
 
 
-__all__ = ["Traced", "refusal", "trace"]
+__all__ = ["Traced", "pipelined", "refusal", "trace"]
