@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from ..compiler.errors import TesseraError, first_line
+from ..compiler.errors import TesseraError, ToolchainError, first_line
 
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -28,16 +28,29 @@ out = Console(width=None if sys.stdout.isatty() else 200)
 EXIT_MISMATCH = 1
 EXIT_INTERNAL = 10
 
+#: What only the ``[train]`` extra installs (pyproject.toml): a command that needs one of them
+#: without it (train, models, demo, calibrate, plan) stops in one line naming the extra (exit 5).
+TRAIN_EXTRA = ("torch", "brevitas", "onnxoptimizer", "nibabel", "camb")
+
 
 def handle_errors(fn):
-    """Run a command: a TesseraError is one line and its exit code, Ctrl-C is 130, anything
-    else an internal error in one line (``--debug``: the traceback)."""
+    """Run a command: a TesseraError is one line and its exit code, a package of the
+    ``[train]`` extra that is not installed a ToolchainError naming the extra, Ctrl-C is 130,
+    anything else an internal error in one line (``--debug``: the traceback)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        debug = click.get_current_context().find_root().params.get("debug", False)
+        ctx = click.get_current_context()
+        debug = ctx.find_root().params.get("debug", False)
         try:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except ModuleNotFoundError as exc:
+                package = (exc.name or "").partition(".")[0]
+                if package not in TRAIN_EXTRA:
+                    raise
+                raise ToolchainError(f"{ctx.command_path} needs {package}, which is not installed: "
+                                     f"pip install 'tessera[train]'") from exc
         except TesseraError as exc:
             if debug:
                 raise
@@ -160,6 +173,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "verify": CommandEntry("compile", "Check a project bit for bit: its exact reference, the model itself."),
     "check": CommandEntry("check", "Check a project for what Vitis HLS or the FPGA would reject."),
     "synth": CommandEntry("synth", "Synthesize an RTL project with Yosys (and place and route it for ECP5)."),
+    "report": CommandEntry("report", "Write a project's report: one self-contained HTML page."),
     "inspect": CommandEntry("compile", "Show a model's ops, types, accumulator widths and MACs."),
     "estimate": CommandEntry("estimate", "Estimate a model's resources, II and latency on an FPGA part."),
     "models": CommandEntry("train", "List the model zoo."),
@@ -218,5 +232,5 @@ def main(debug: bool) -> None:
 
 
 __all__ = ["COMMANDS", "CommandEntry", "CommandGroup", "ConsoleObserver", "EXIT_INTERNAL", "EXIT_MISMATCH",
-           "check_output_path", "console", "handle_errors", "main", "out", "parse_bytes", "parse_reuse", "progress_bar",
-           "write_atomically"]
+           "TRAIN_EXTRA", "check_output_path", "console", "handle_errors", "main", "out", "parse_bytes", "parse_reuse",
+           "progress_bar", "write_atomically"]

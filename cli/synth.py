@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..compiler.report import write_report
 from ..compiler.synth.run import CLOCK_MHZ, MAX_MINUTES, SynthOptions, synthesize
 from ..compiler.synth.targets import TARGETS
 from .app import ConsoleObserver, handle_errors, main, out
@@ -26,6 +27,7 @@ from .app import ConsoleObserver, handle_errors, main, out
 def synth_cmd(project, target, clock_mhz, max_minutes, no_place):
     """Synthesize PROJECT (from `tessera compile --backend rtl`) with Yosys for --target and,
     on ECP5, place and route it with nextpnr; print one summary line and keep the result in
-    PROJECT/synth.json."""
+    PROJECT/synth.json (and PROJECT/report.html)."""
     result = synthesize(project, SynthOptions(target, clock_mhz, max_minutes, not no_place), ConsoleObserver())
+    write_report(project)  # PROJECT/report.html, with the result beside the estimate
     out.print(result.line(), highlight=False, markup=False, soft_wrap=True)

@@ -34,6 +34,7 @@ def _train(name: str, out_dir: Path, epochs, seed):
 
 
 @main.command()
+@handle_errors
 def models():
     """List the model zoo."""
     from ..models.zoo import ZOO
@@ -156,6 +157,8 @@ def train(name, out_dir, epochs, seed, cell, weights, task, size, width, data_pa
 def demo(out_dir, name, epochs, io_type, samples):
     """The whole flow on a small default: train, export, compile, emulate, verify."""
     import numpy as np
+
+    from ..models import train as _needs_train_extra  # noqa: F401  (without torch: one line before any output)
 
     t0 = time.perf_counter()
     out_dir = Path(out_dir)

@@ -191,14 +191,19 @@ def default_tb_samples(graph: Graph) -> int:
 def write(graph: Graph, model: PathLike, out_dir: PathLike, options: CompileOptions = CompileOptions(),
           partition: Partition | None = None, observer: Observer = SILENT) -> CompileResult:
     """Write the project of ``graph`` (typed from ``model``) to ``out_dir``: unpartitioned, or
-    as the blocks of ``partition`` (the observer sees each block kernel written)."""
+    as the blocks of ``partition`` (the observer sees each block kernel written); then its
+    design record and report (``design.json``, ``report.html``: docs/report.md)."""
     t0 = time.perf_counter()
     hls = hls_options(graph, options)
+    traced = None
     if options.backend == BACKEND_RTL:
+        from .rtl.trace import trace
         from .writer import write_rtl_project
 
+        with observer.stage(f"tracing {len(graph.nodes)} layers into adder graphs (da4ml)"):
+            traced = trace(graph)  # kept for the report's estimate (compiler/report/collect.py)
         prj = write_rtl_project(graph, model, out_dir, hls, options.pipeline, options.tb_samples or
-                                default_tb_samples(graph), options.force, observer)
+                                default_tb_samples(graph), options.force, observer, traced)
     elif partition is None:
         from .writer import write_project
 
@@ -212,6 +217,10 @@ def write(graph: Graph, model: PathLike, out_dir: PathLike, options: CompileOpti
         with observer.progress("writing block kernels", kernels, "kernels") as advance:
             prj = write_partitioned_project(graph, model, out_dir, hls, partition, force=options.force, progress=advance,
                                             tb_samples=options.tb_samples or TB_SAMPLES_PER_KERNEL)
+    from .report import record_compile
+
+    record_compile(prj, graph, hls, options.backend, options.pipeline, None if partition is None else tuple(partition.grid),
+                   traced)
     return CompileResult(None if model is None else Path(model), prj, graph, hls, partition, time.perf_counter() - t0)
 
 
@@ -327,9 +336,12 @@ def verify_project(model: PathLike, project: PathLike, options: VerifyOptions = 
     """The project's C-simulation against the exact reference of ``model`` and the reference
     against ``model`` itself run by an independent executor, on every output
     (:attr:`~.verdict.VerifyReport.passed`, its :meth:`~.verdict.VerifyReport.verdict`)."""
+    from .report import record_verify
     from .verify import verify
 
-    return verify(model, project, options, observer)
+    report = verify(model, project, options, observer)
+    record_verify(project, report)  # verify.json and report.html
+    return report
 
 
 __all__ = ["BACKEND_HLS", "BACKEND_RTL", "CompileOptions", "CompileResult", "GRID_AUTO", "MANIFEST", "PIPELINE", "Manifest", "Oracle", "REGISTER_UTILIZATION", "REUSE_AUTO",

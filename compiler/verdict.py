@@ -230,6 +230,16 @@ class FrameworkReport:
 
 
 @dataclass(frozen=True)
+class ValueRange:
+    """The codes one IR value took on the verified samples (the integer semantics): the
+    smallest and the largest."""
+
+    value: str
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True)
 class VerifySeconds:
     """Wall-clock seconds of each step of :func:`verify`."""
 
@@ -270,6 +280,8 @@ class VerifyReport:
     simulator: str = "C-simulation"
     #: what built the project's testbench
     testbench_tool: str = "g++"
+    #: each design input's and layer output's smallest and largest code on the samples
+    value_ranges: list[ValueRange] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """JSON-ready: every field, enums as their values."""
@@ -322,4 +334,5 @@ class VerifyReport:
 
 
 __all__ = ["Comparison", "Difference", "Execution", "FrameworkReport", "IndependentReport", "Mismatch", "NodeDifference",
-           "Oracle", "Testbench", "UndecidableSample", "UserModelReport", "VerifyOptions", "VerifyReport", "VerifySeconds"]
+           "Oracle", "Testbench", "UndecidableSample", "UserModelReport", "ValueRange", "VerifyOptions", "VerifyReport",
+           "VerifySeconds"]

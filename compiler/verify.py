@@ -32,7 +32,7 @@ from .reference.interpret import run_ir
 from .samples import input_samples, read_array, read_inputs
 from .sim.partitioned import open_sim
 from .verdict import (Comparison, Difference, Execution, FrameworkReport, IndependentReport, Mismatch, Oracle, Testbench,
-                      UserModelReport, VerifyOptions, VerifyReport, VerifySeconds)
+                      UserModelReport, ValueRange, VerifyOptions, VerifyReport, VerifySeconds)
 
 
 def _first_mismatches(ref: np.ndarray, got: np.ndarray, limit: int = 10) -> list[Mismatch]:
@@ -201,7 +201,8 @@ def verify(model_path: str | Path, prj: str | Path, options: VerifyOptions = Ver
     with observer.stage("running the exact reference and the integer semantics"):
         ref = OrtReference(reference_model(graph)).run(codes)
         t2 = time.perf_counter()
-        sem = run_ir(graph, codes)
+        reached: dict[str, tuple[int, int]] = {}
+        sem = run_ir(graph, codes, ranges=reached)
     t3 = time.perf_counter()
     sim = open_sim(prj)
     simulator, tool = ("RTL simulation", "Verilator") if manifest.rtl is not None else ("C-simulation", "g++")
@@ -228,7 +229,7 @@ def verify(model_path: str | Path, prj: str | Path, options: VerifyOptions = Ver
         n_random, len(codes) - n_random, int(np.sum(ref != sem)), Testbench(tb_status == 0, tb_line), independent,
         options.require_independent,
         VerifySeconds(*(round(b - a, 3) for a, b in zip((t0, t1, t2, t3, t4, t5, t6, t7), (t1, t2, t3, t4, t5, t6, t7, t8)))),
-        user, framework, simulator, tool)
+        user, framework, simulator, tool, [ValueRange(v, lo, hi) for v, (lo, hi) in reached.items()])
 
 
 __all__ = ["framework_agreement", "load_inputs", "user_model_agreement", "verify"]

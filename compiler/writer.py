@@ -168,18 +168,20 @@ def write_project(graph: Graph, model_path: str | Path | None, out_dir: str | Pa
 
 
 def write_rtl_project(graph: Graph, model_path: str | Path | None, out_dir: str | Path, opts: HlsOptions,
-                      pipeline: int, tb_samples: int = 64, force: bool = False, observer: Observer = SILENT) -> Path:
-    """The RTL project of ``graph`` at ``out_dir``: the design traced by da4ml and checked
-    against the exact semantics before anything is written (a difference: one line naming
-    the layer, no folder), its pipelined Verilog under ``rtl/`` (``pipeline``: adder delays
-    per stage), the exact reference, the testbench's codes and the manifest."""
+                      pipeline: int, tb_samples: int = 64, force: bool = False, observer: Observer = SILENT,
+                      traced=None) -> Path:
+    """The RTL project of ``graph`` at ``out_dir``: the design traced by da4ml (``traced``:
+    its trace, ``rtl.trace.trace``, when the caller has it) and checked against the exact
+    semantics before anything is written (a difference: one line naming the layer, no
+    folder), its pipelined Verilog under ``rtl/`` (``pipeline``: adder delays per stage), the
+    exact reference, the testbench's codes and the manifest."""
     from .rtl.check import CHECK_SAMPLES, check_program
     from .rtl.design import write_design
     from .rtl.trace import pipelined, trace
 
     t0 = time.perf_counter()
     with observer.stage(f"tracing {len(graph.nodes)} layers into adder graphs (da4ml)"):
-        traced = trace(graph)
+        traced = trace(graph) if traced is None else traced
         program = traced.program()
     with observer.stage(f"checking the traced program on {CHECK_SAMPLES:,} full-range samples"):
         check_program(traced, program)

@@ -20,6 +20,7 @@ from ..exact.requant import Step
 from ..exact.rounding import Rounding, round_float, shift_round
 from . import rescale
 from .base.cost import Work, elementwise_work
+from .base.requantization import Requantization
 
 
 def min_int(signed: bool, narrow: bool, bits: int) -> int:
@@ -126,6 +127,13 @@ class Requant(OpDef[Attrs]):
 
     def cost(self, attrs, ins, out, io: IoType) -> Work:
         return elementwise_work(out, io, 2)
+
+    def requantization(self, attrs: Attrs, ins, out) -> Requantization:
+        shift = ins[0].ftype.frac - attrs.out.frac
+        moved = f"R(x / 2^{shift})" if shift > 0 else (f"x * 2^{-shift}" if shift < 0 else "x")
+        return Requantization("shift", f"clamp({moved}, {attrs.qmin}, {attrs.qmax})", 1,
+                              (f"shift {shift}, rounding {attrs.rounding.value}",),
+                              "exact by construction: a power-of-two scale, rounded by the one rounding table")
 
 
 OP = Requant()

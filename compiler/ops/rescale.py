@@ -29,6 +29,7 @@ from ..exact.requant import MAX_THRESHOLDS, THRESHOLD_FORM_MAX, MultiplyShift, S
 from .base import OpDef, Trait
 from .base.extension import Extension, KernelCall, LayerConfig, Weight, elementwise_shape
 from .base.cost import Work, bits, lanes
+from .base.requantization import LISTED_CHANNELS, Requantization, listed_thresholds
 
 
 class Form(Enum):
@@ -224,6 +225,21 @@ class Rescale(OpDef[Attrs]):
 
     def form(self, attrs: Attrs, ins, out) -> str:
         return implementation(attrs, ins[0]).describe(ins[0].lo, ins[0].hi)
+
+    def requantization(self, attrs: Attrs, ins, out) -> Requantization:
+        x = ins[0]
+        impl = implementation(attrs, x)
+        listed = range(min(len(attrs.steps), LISTED_CHANNELS))
+        if impl.form == Form.MULTIPLY_SHIFT:
+            return Requantization(
+                "multiply-shift", f"clamp((M x + C) >> {impl.shift}, {attrs.qmin}, {attrs.qmax})", len(attrs.steps),
+                tuple(f"M = {impl.steps[c].mult}, C = {impl.steps[c].add}" for c in listed),
+                f"proven at compile time: equals the exact clamp(R(N / D)) at every threshold and at both ends of "
+                f"the accumulator's range [{x.lo}, {x.hi}]")
+        return Requantization(
+            "thresholds", f"{f'{attrs.qmin} + ' if attrs.qmin else ''}#{{k : s x >= t_k}}", len(attrs.steps),
+            tuple(f"s = {int(impl.signs[c]):+d}, t = {listed_thresholds(impl.thresholds[c])}" for c in listed),
+            f"exact: each threshold placed by evaluating the exact clamp(R(N / D)) on [{x.lo}, {x.hi}]")
 
     def cost(self, attrs: Attrs, ins, out, io) -> Work:
         """Multiply-shift: one multiplier (accumulator x constant), an adder and a clamp per

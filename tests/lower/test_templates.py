@@ -17,6 +17,7 @@ from tessera.compiler.lower.extensions import extensions
 from tessera.compiler.ops.base.extension import Source
 from tessera.compiler.ops.base.weights import Codebook
 from tessera.compiler.ops.cells import kernel
+from tessera.compiler.report.page import ReportPage, ReportSection
 from tessera.compiler.rtl.design import TopModule
 from tessera.compiler.sim.build import Prelude, TopUnit
 from tessera.compiler.sim.shard import ShardUnit
@@ -29,7 +30,7 @@ from tessera.hls_templates import ROOT, Fields, TemplateFieldsError, render
 OTHER_FIELDS: tuple[type[Fields], ...] = (
     kernel.LstmGateStruct, kernel.CifgGateStruct, kernel.LstmCellBody, kernel.GruGateStruct, kernel.GruCellBody,
     kernel.ConvLstmCellStruct, ExactTestbench, PackedEntry, Prelude, TopUnit, ShardUnit, SynthesisView, TopModule,
-    Ecp5Script, XilinxScript, SerialFields)
+    Ecp5Script, XilinxScript, SerialFields, ReportPage, ReportSection)
 
 #: A value of each field type, to render a template with.
 SAMPLE = {int: 7, bool: True, str: "text", Rounding: Rounding.HALF_EVEN, Codebook: Codebook.TERNARY}

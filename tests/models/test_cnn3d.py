@@ -147,13 +147,14 @@ def test_fold_batchnorm_quantized_is_exact_when_folding_is_representable():
             conv.weight[:, 0, 0, 0, 0] = 127 * s
     r = np.random.default_rng(0)
     for bn in (mod for mod in m.modules() if isinstance(mod, nn.BatchNorm3d)):
-        # eps = 0 and var = 4^j make sqrt(var + eps) = 2^j exact in float32, so the BN
-        # scale gamma / sqrt(var) = k is exactly a power of two
+        # var = 4^j - eps (exact in float32, as is eps = 2^-20) makes var + eps = 4^j and
+        # sqrt(var + eps) = 2^j exact, so the BN scale gamma / sqrt(var + eps) = k is exactly a
+        # power of two (torch 2.10 refuses eps = 0 even in eval)
         k = float(r.choice([0.5, 1.0, 2.0]))
         j = torch.from_numpy(r.integers(-1, 2, bn.num_features)).float()
-        bn.eps = 0.0
+        bn.eps = 2.0**-20
         with torch.no_grad():
-            bn.running_var.copy_(4.0 ** j)
+            bn.running_var.copy_(4.0 ** j - bn.eps)
             bn.running_mean.zero_()
             bn.weight.copy_(k * 2.0 ** j)
             bn.bias.copy_(torch.from_numpy(r.integers(-8, 9, bn.num_features) / 64.0).float())

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ...ir.graph import Node
     from .extension import Extension
     from .cost import Work
+    from .requantization import Requantization
 
 
 class Trait(Enum):
@@ -228,6 +229,11 @@ class OpDef(ABC, Generic[A]):
         """The hardware form the lowering chose, in words (``tessera inspect``); empty when
         the op has one form."""
         return ""
+
+    def requantization(self, attrs: A, ins: list[TensorType], out: TensorType) -> "Requantization | None":
+        """A requantizing op's form, constants and why they are exact (``tessera report``);
+        None for the others."""
+        return None
 
     # -- the partitioner's facets ------------------------------------------------------------
 

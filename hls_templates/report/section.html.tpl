@@ -1,0 +1,5 @@
+<section id="${anchor}">
+<h2>${heading}</h2>
+${intro}
+${body}
+</section>
