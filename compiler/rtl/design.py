@@ -81,7 +81,7 @@ class TopModule(Fields):
     out_bits: int
     model_out_width: int
     out_shift: int
-    out_signed: int
+    field_signed: int
     out_signedness: str
     latency: int
 
@@ -96,15 +96,18 @@ def port_widths(graph: Graph) -> tuple[int, int, bool]:
     return max(t.width for t in ins), out_width, signed
 
 
-def _uniform(qints) -> tuple[int, int]:
-    """da4ml's wrapper ports: bits per element and the weight of their lowest bit (its
-    ``hetero_io_map``: every element at the largest integer and fractional widths)."""
+def _uniform(qints) -> tuple[int, int, bool]:
+    """da4ml's wrapper ports: bits per element, the weight of their lowest bit and whether the
+    fields are two's complement (its ``hetero_io_map``: every element at the largest integer
+    and fractional widths, a sign bit in every field when any element has one, each element
+    sign-extended if it is signed and zero-extended if not)."""
     from da4ml.types import minimal_kif
 
     kifs = [minimal_kif(q) for q in qints]
-    top = max(k + i for k, i, _ in kifs)
+    signed = max(k for k, _, _ in kifs)
+    top = max(i for _, i, _ in kifs) + signed
     frac = max(f for _, _, f in kifs)
-    return top + frac, frac
+    return top + frac, frac, bool(signed)
 
 
 def write_design(graph: Graph, pipe, pipeline: int, lut_estimate: float, folder: Path) -> RtlDesign:
@@ -112,8 +115,8 @@ def write_design(graph: Graph, pipe, pipeline: int, lut_estimate: float, folder:
     from da4ml.codegen import VerilogModel
 
     folder.mkdir(parents=True, exist_ok=True)
-    model_in, in_frac = _uniform(pipe.inp_qint)
-    model_out, out_frac = _uniform(pipe.out_qint)
+    model_in, in_frac, _ = _uniform(pipe.inp_qint)
+    model_out, out_frac, field_signed = _uniform(pipe.out_qint)
     if model_out <= 0:
         raise UnsupportedModelError("the design's outputs are constants (they do not depend on its inputs): nothing to "
                                     "build in hardware")
@@ -141,7 +144,7 @@ def write_design(graph: Graph, pipe, pipeline: int, lut_estimate: float, folder:
                        (*(f"static/{s}" for s in statics), *(p.name for p in stages), f"{MODEL}.v", f"{MODEL}_wrapper.v",
                         f"{TOP}.v"), tuple(tables))
     top = TopModule(TOP, MODEL, design.n_in, in_width, design.in_bits, model_in, design.n_out, out_width,
-                    design.out_bits, model_out, -out_frac, int(out_signed),
+                    design.out_bits, model_out, -out_frac, int(field_signed),
                     "two's complement" if out_signed else "unsigned", design.latency)
     (folder / f"{TOP}.v").write_text(render(top))
     return design

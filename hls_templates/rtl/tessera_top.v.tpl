@@ -23,7 +23,7 @@ module ${top} (
     localparam OUT_WIDTH = ${out_width};
     localparam MODEL_OUT_WIDTH = ${model_out_width};
     localparam OUT_SHIFT = ${out_shift};
-    localparam OUT_SIGNED = ${out_signed};
+    localparam FIELD_SIGNED = ${field_signed};  // da4ml's output fields: two's complement (1) or unsigned (0)
     localparam LATENCY = ${latency};
     localparam EXTENDED = MODEL_OUT_WIDTH + OUT_SHIFT + OUT_WIDTH + 1;
 
@@ -48,7 +48,7 @@ module ${top} (
     generate
         for (k = 0; k < N_OUT; k = k + 1) begin : outputs
             wire [MODEL_OUT_WIDTH-1:0] field = model_out[k*MODEL_OUT_WIDTH +: MODEL_OUT_WIDTH];
-            wire sign_bit = OUT_SIGNED ? field[MODEL_OUT_WIDTH-1] : 1'b0;
+            wire sign_bit = FIELD_SIGNED ? field[MODEL_OUT_WIDTH-1] : 1'b0;
             wire [EXTENDED-1:0] code = {{(EXTENDED-MODEL_OUT_WIDTH){sign_bit}}, field} << OUT_SHIFT;
             assign out_data[k*OUT_WIDTH +: OUT_WIDTH] = code[OUT_WIDTH-1:0];
         end

@@ -50,3 +50,34 @@ def test_a_cnn_with_tables_runs_in_verilator_as_its_semantics(make_graph, make_t
     assert np.array_equal(sim.run_codes(codes), run_ir(g, codes))
     status, line = sim.testbench()
     assert status == 0 and "0 mismatches" in line
+
+
+
+def test_relu_outputs_typed_signed_keep_their_values_at_rtl(make_graph, make_type, rng, tmp_path):
+    """A signed output type whose values da4ml proves non-negative (a ReLU before the output's
+    Quant): da4ml's port fields drop the sign bit and the top module reads them unsigned (found
+    by the conformance model hls4ml_quantlinear, whose outputs >= 64 came out negative)."""
+    g = make_graph(make_type(4, 0, False, (6,)),
+                   ("dense", dense.Attrs(rng.integers(-7, 8, size=(6, 4)), FixedType(4, 0, True), None, None)),
+                   ("relu", relu.Attrs()),
+                   ("requant", quant.Attrs(FixedType(8, 0, True), False, "ROUND")))
+    prj = api.write(g, None, tmp_path / "prj", RTL).project
+    codes = input_samples(g, 1000, seed=5)
+    expected = run_ir(g, codes)
+    assert expected.max() >= 64, "the case reaches the fields' top bit"
+    assert np.array_equal(api.simulation(prj).run_codes(codes), expected)
+
+
+def test_the_top_module_reads_da4ml_fields_as_its_wrapper_packs_them():
+    """Mixed output fields (a signed element beside wider unsigned ones): the field width and
+    sign are those of da4ml's own ``hetero_io_map``."""
+    from da4ml.codegen.rtl.verilog.io_wrapper import hetero_io_map
+    from da4ml.types import QInterval
+
+    from tessera.compiler.rtl.design import _uniform
+
+    qints = [QInterval(0.0, 127.0, 1.0), QInterval(-8.0, 7.0, 1.0), QInterval(0.0, 3.0, 1.0)]
+    width, frac, signed = _uniform(qints)
+    _, _, _, (regular, _) = hetero_io_map(qints)
+    assert (width * len(qints), frac, signed) == (regular, 0, True)
+    assert _uniform([QInterval(0.0, 127.0, 1.0)] * 2) == (7, 0, False)
