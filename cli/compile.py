@@ -144,11 +144,11 @@ def print_verify_report(rep) -> bool:
 @click.option("--user-samples", type=click.IntRange(0), default=VERIFY.user_samples, show_default=True,
               help="Samples on which the user's exported model is run for the agreement count (0 to skip).")
 @click.option("--expected", type=click.Path(path_type=Path),
-              help="The training framework's outputs (.npy, real values) on --data, e.g. brevitas' forward.  For "
-                   "recurrent cells (no ONNX executor runs them) they are the independent check: a difference fails "
-                   "verify; otherwise those that differ are counted and reported.")
+              help="The training framework's outputs (.npy, real values) on --data, e.g. brevitas' forward: those "
+                   "that differ are counted and reported (the independent check runs the file itself, recurrent "
+                   "cells included; where it cannot run a recurrent file, these are that check).")
 @click.option("--require-independent", is_flag=True,
-              help="Fail when no independent executor can run the model (recurrent cells without --expected).")
+              help="Fail when the independent executor cannot run the model.")
 @click.option("--report", type=click.Path(path_type=Path), help="Write the JSON report here.")
 @handle_errors
 def verify_cmd(model, project, samples, seed, data, user_samples, expected, require_independent, report):

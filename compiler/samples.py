@@ -58,7 +58,9 @@ def read_inputs(source, names: list[str], what: str = "input") -> tuple[list[np.
     ``.npy`` (one input); a list of them, one per input in the model's order; a dict by the
     model's input names; or an ``.npz`` archive of arrays keyed by those names.  Also says
     where they came from; one line when they do not match the inputs."""
+    label = what
     if isinstance(source, (str, Path)) and str(source).endswith(".npz"):
+        label = f"{what} {source}"
         try:
             with np.load(source, allow_pickle=False) as archive:
                 source = {k: archive[k] for k in archive.files}
@@ -69,11 +71,23 @@ def read_inputs(source, names: list[str], what: str = "input") -> tuple[list[np.
         if unknown or missing:
             raise InputDataError(f"{what}: arrays named {', '.join(unknown) or '(none)'} given, the model's inputs are "
                                  f"{', '.join(names)}" + (f" (missing {', '.join(missing)})" if missing else ""))
-        return [np.asarray(source[n]) for n in names], what
+        arrays = [np.asarray(source[n]) for n in names]
+        for a, n in zip(arrays, names):
+            _require_samples(a, f"{label} ({n})")
+        return arrays, what
     items = list(source) if isinstance(source, (list, tuple)) else [source]
     if len(items) != len(names):
         raise InputDataError(f"{what}: {len(items)} arrays for the model's {len(names)} inputs ({', '.join(names)})")
     arrays = [a if isinstance(a, np.ndarray) else read_array(a, f"{what} ({n})" if len(names) > 1 else what)
               for a, n in zip(items, names)]
+    for a, item, n in zip(arrays, items, names):
+        _require_samples(a, f"{what}{f' ({n})' if len(names) > 1 else ''}"
+                            f"{'' if isinstance(item, np.ndarray) else f' {item}'}")
     where = ", ".join(str(a) for a in items if not isinstance(a, np.ndarray)) or what
     return arrays, where
+
+
+def _require_samples(array: np.ndarray, what: str) -> None:
+    """One line when ``array`` holds no sample (no element at all, e.g. shape (0, 6))."""
+    if np.size(array) == 0:
+        raise InputDataError(f"{what} holds no sample (an array of shape {tuple(np.shape(array))}); give at least one")

@@ -3,9 +3,9 @@
 1. the C-simulation (an RTL project's: its Verilator simulation) == the exact onnxruntime reference (and the reference == the integer
    semantics);
 2. the exact reference == the user's own file run by an independent executor in float64
-   (:mod:`.independent`), every difference failing unless proven to be a rounding float64
-   cannot decide; for recurrent cells, which no ONNX executor runs, the training
-   framework's outputs on the real inputs (``expected``) are that executor.
+   (:mod:`.independent`; recurrent cells, which no ONNX runtime executes, by its cell executor,
+   :mod:`.independent.cells`), every difference failing unless proven to be a rounding float64
+   cannot decide.
 
 Also reported, not a verdict: how often the user's own tools in float32 (qonnx
 ``execute_onnx`` for QONNX, onnxruntime for plain ONNX/QCDQ) agree with the exact reference
@@ -49,8 +49,8 @@ def user_model_agreement(model_path: str | Path, graph, codes: np.ndarray, ref: 
     model = normalize_domains(onnx.load(str(model_path)))
     cells = sorted({n.op_type for n in model.graph.node if n.op_type in RECURRENT_OPS})
     if cells:
-        return UserModelReport(Execution.NO_EXECUTOR, reason=f"no ONNX runtime executes {', '.join(cells)}; pass the "
-                               "training framework's outputs on --data with --expected")
+        return UserModelReport(Execution.NO_EXECUTOR, reason=f"no ONNX runtime executes {', '.join(cells)}; the "
+                               "independent check runs them in float64")
     if graph.softmax is not None:
         return UserModelReport(Execution.NO_EXECUTOR, reason=f"the design outputs the logits of the trailing Softmax "
                                f"'{graph.softmax}'; the independent check compares them")
@@ -161,19 +161,19 @@ def _oracle_as_independent(oracle: Oracle, graph, codes: np.ndarray, ref: np.nda
 
 def _independent(model_path: str | Path, options: VerifyOptions, graph, codes: np.ndarray, ref: np.ndarray,
                  framework: FrameworkReport | None, n_random: int) -> IndependentReport:
-    """The independent check: the user's file in float64, or for recurrent cells (no ONNX
-    executor) the caller's oracle on every sample or the framework's outputs on --data."""
+    """The independent check: the user's file in float64 (its recurrent cells by the cell
+    executor, :mod:`.independent.cells`), on every sample; a caller's oracle instead where one
+    is given for a recurrent file; the framework's outputs on --data where the cell executor
+    cannot run the file."""
     import onnx
 
     user_file = onnx.load(str(model_path))
     cells = sorted({n.op_type for n in user_file.graph.node if n.op_type in RECURRENT_OPS})
     if cells and options.oracle is not None:
         return _oracle_as_independent(options.oracle, graph, codes, ref)
-    if cells and framework is not None:
+    rep = independent_check(user_file, graph, codes, ref)
+    if cells and framework is not None and rep.execution is Execution.FAILED_TO_RUN:
         return _framework_as_independent(framework, len(codes) - n_random, n_random, cells)
-    rep = independent_check(user_file, graph, codes, ref, unrunnable=cells)
-    if cells:
-        rep.reason += "; pass the training framework's outputs on --data with --expected"
     return rep
 
 
@@ -186,6 +186,8 @@ def verify(model_path: str | Path, prj: str | Path, options: VerifyOptions = Ver
     t0 = time.perf_counter()
     if options.expected is not None and options.data is None:
         raise InputDataError("--expected needs --data: the framework's outputs are compared on those inputs")
+    if options.samples == 0 and options.data is None:
+        raise InputDataError("no sample to verify: --samples 0 and no --data")
     load_onnx(model_path)  # a missing, empty or unreadable model file: one line naming it
     manifest = Manifest.read(prj)
     if not manifest.compiled_from(model_path):

@@ -53,7 +53,7 @@ class Step:
     bipolar: bool = False
 
     @functools.cached_property
-    def _integers(self) -> tuple[int, int, int]:
+    def integers(self) -> tuple[int, int, int]:
         """``(A, B, D)`` with ``slope = A / D`` and ``offset = B / D`` (integer evaluation, no gcds)."""
         den = math.lcm(self.slope.denominator, self.offset.denominator)
         return int(self.slope * den), int(self.offset * den), den
@@ -62,7 +62,7 @@ class Step:
         if isinstance(x, Fraction):
             num, den = (v := self.slope * x + self.offset).numerator, v.denominator
         else:
-            a, b, den = self._integers
+            a, b, den = self.integers
             num = a * int(x) + b
         if self.bipolar:
             return 1 if num >= 0 else 0
@@ -118,21 +118,47 @@ def thresholds(step: Step, lo: int, hi: int) -> tuple[int, np.ndarray]:
     by evaluating :meth:`Step.exact`."""
     sign = -1 if step.direction < 0 else 1
     ulo, uhi = (lo, hi) if sign > 0 else (-hi, -lo)
-    f = _increasing(step, sign)
-    slope = step.slope * sign
-    span = 2 + (math.ceil(1 / slope) if slope else 0)
-    a, b, den = step._integers
-    a *= sign
-    out = []
-    for k in range(step.qmin + 1, step.qmax + 1):
-        if slope == 0:
-            t = ulo if f(ulo) >= k else uhi + 1
-        else:  # ceil(_boundary(step, k) / slope) in integers: boundary * den = (2k - 1) den / 2 - b
-            num, div = (-b, a) if step.bipolar else ((2 * k - 1) * den - 2 * b, 2 * a)
-            guess = min(max(-(-num // div), ulo), uhi + 1)
-            t = _first(f, k, ulo, uhi, guess, span)
-        out.append(t)
+    search = _LevelSearch.of(step, sign)
+    out = [search.start(k, ulo, uhi) for k in range(step.qmin + 1, step.qmax + 1)]
     return sign, np.array(out, dtype=object)
+
+
+def level_start(step: Step, k: int, lo: int, hi: int) -> int:
+    """The smallest ``u`` in ``[ulo, uhi]`` with ``step.exact(sign * u) >= k`` (``uhi + 1``:
+    none), ``sign`` the step's direction and ``[ulo, uhi]`` the domain ``[lo, hi]`` of ``u =
+    sign * x``: one threshold of :func:`thresholds`, placed the same way."""
+    sign = -1 if step.direction < 0 else 1
+    ulo, uhi = (lo, hi) if sign > 0 else (-hi, -lo)
+    return _LevelSearch.of(step, sign).start(k, ulo, uhi)
+
+
+@dataclass(frozen=True)
+class _LevelSearch:
+    """Where an increasing step (of ``u = sign * x``) reaches each level: a guess from the
+    rational boundary, then :func:`_first`'s bracketed bisection on the exact definition."""
+
+    step: Step
+    sign: int
+    slope: Fraction  # of u
+    span: int
+    a: int  # slope * den, of u
+    b: int
+    den: int
+
+    @classmethod
+    def of(cls, step: Step, sign: int) -> "_LevelSearch":
+        slope = step.slope * sign
+        a, b, den = step.integers
+        return cls(step, sign, slope, 2 + (math.ceil(1 / slope) if slope else 0), a * sign, b, den)
+
+    def start(self, k: int, ulo: int, uhi: int) -> int:
+        f = _increasing(self.step, self.sign)
+        if self.slope == 0:
+            return ulo if f(ulo) >= k else uhi + 1
+        # ceil(_boundary(step, k) / slope) in integers: boundary * den = (2k - 1) den / 2 - b
+        num, div = (-self.b, self.a) if self.step.bipolar else ((2 * k - 1) * self.den - 2 * self.b, 2 * self.a)
+        guess = min(max(-(-num // div), ulo), uhi + 1)
+        return _first(f, k, ulo, uhi, guess, self.span)
 
 
 @dataclass(frozen=True)
@@ -169,13 +195,15 @@ def _add_interval(mult: int, shift: int, levels: list[tuple[int, int]], ulo: int
     return (lo_c, hi_c) if lo_c <= hi_c else None
 
 
-def multiply_shift(step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray] | None = None) -> MultiplyShift | None:
+def multiply_shift(step: Step, lo: int, hi: int, sign_t: tuple[int, np.ndarray] | None = None,
+                   most_shift: int | None = None) -> MultiplyShift | None:
     """The narrowest proven ``M, C, s`` with ``clamp((M x + C) >> s) == step.exact(x)`` on
-    ``[lo, hi]``, or None when none fits :data:`MAX_PRODUCT_BITS`."""
+    ``[lo, hi]``, or None when none fits :data:`MAX_PRODUCT_BITS`; shifts up to ``most_shift``
+    (default: below the product's width less the domain's, enough for slopes from 1 up)."""
     sign_t = sign_t if sign_t is not None else thresholds(step, lo, hi)
     width = max(abs(lo), abs(hi), 1).bit_length()
     jumps = _Jumps.of(step, lo, hi, sign_t)
-    for shift in range(0, MAX_PRODUCT_BITS - width):
+    for shift in range(0, MAX_PRODUCT_BITS - width if most_shift is None else most_shift + 1):
         for mult in _mults(step, sign_t[0], shift):
             ms = _fit(step, lo, hi, sign_t, shift, mult, jumps)
             if ms is not None:
@@ -310,4 +338,4 @@ def fraction(v: float | np.floating) -> Fraction:
 
 
 __all__ = ["MAX_PRODUCT_BITS", "MAX_THRESHOLDS", "MultiplyShift", "Step", "THRESHOLD_FORM_MAX", "apply_thresholds",
-           "float_thresholds", "fraction", "multiply_shift", "prove", "thresholds"]
+           "float_thresholds", "fraction", "level_start", "multiply_shift", "prove", "thresholds"]

@@ -65,7 +65,8 @@ NO_EFFECT = _Marker("NO_EFFECT")
 ONES = Only(("ones",), "every dilation 1")
 
 _POOL = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
-         "ceil_mode": Only((0, None), "floor mode"), "dilations": ONES}  # None: opsets before 10 (floor)
+         "ceil_mode": Only((0, None), "floor mode"),  # None: opsets before 10 (floor)
+         "dilations": MODELLED}  # taps `dilation` apart (ops/maxpool.py: tap_windows; handlers/windows.py)
 _CONV = {"kernel_shape": MODELLED, "strides": MODELLED, "pads": MODELLED, "auto_pad": MODELLED,
          "group": MODELLED, "dilations": MODELLED}  # a dilated kernel: the dense kernel with zeros (handlers/linear.py)
 

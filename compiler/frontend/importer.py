@@ -28,6 +28,7 @@ from .load import RECURRENT_OPS, input_datatypes, normalize_domains, parse_input
 from .real import affine_output
 from .registry import handler_for
 from .state import ImportState
+from .time_major import batch_major
 from .values import Affine, Const, RawInput, Tensor
 
 
@@ -110,7 +111,7 @@ def walk(state: ImportState) -> Graph:
             state.graph.constant_outputs.append(output)
             continue
         if isinstance(out, Affine):
-            out = Tensor(affine_output(state, out))
+            out = Tensor(affine_output(state, out, state.moved_after_quant.pop(output, None)))
         if not isinstance(out, Tensor):
             raise UnsupportedModelError(f"graph output '{output}' is not computed from the input")
         state.graph.output_ports.append(OutputPort(_own_port(state, output, out.name), output))
@@ -139,7 +140,7 @@ def import_model(model: onnx.ModelProto, input_type: str | None = None) -> Graph
     ``input_type``: the declared type of a float input that no Quant reads.  The ports keep
     the file's input and output names (the clean-up renames them, in order)."""
     model = normalize_domains(model)
-    cleaned = clean(model)
+    cleaned = clean(batch_major(model))
     renamed = {b.name: a.name for b, a in zip(_real_inputs(model), _real_inputs(cleaned))}  # file -> cleaned
     datatypes = {renamed.get(k, k): v for k, v in input_datatypes(model).items()}
     graph = walk(start(cleaned, datatypes, input_type))

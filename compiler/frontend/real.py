@@ -9,7 +9,8 @@ kinds).
 A layer's output in flight is an :class:`~.values.Affine`: ``real = a_c * acc + b_c`` per
 channel on the layer's integer accumulator ``acc``, with exact :class:`~fractions.Fraction`
 values.  A ``Quant`` (or ``BipolarQuant``) reading it becomes one ``rescale`` node
-(:mod:`..ops.rescale`, the primitive of :mod:`..exact.requant`); a graph output reading it
+(:mod:`..ops.rescale`, the primitive of :mod:`..exact.requant`), or beyond 4095 levels one
+``piecewise`` node (:mod:`..ops.piecewise`, :mod:`..exact.pieces`); a graph output reading it
 is the accumulator itself, its meaning recorded (:class:`..ir.meaning.CodeScale`).  These
 are functions of the importer's state that the handlers call.
 """
@@ -24,11 +25,12 @@ import numpy as np
 import onnx
 
 from ..errors import UnsupportedModelError
+from ..exact.pieces import Pieces
 from ..exact.requant import Step
 from ..exact.rounding import Rounding, div_round_int, round_float
 from ..ir.meaning import CodeScale
 from ..ir.types import MAX_WIDTH, FixedType, bits_for_range, dyadic_codes, power_of_two_exponent
-from ..ops import OPS, Trait, maximum, merge, relu, rescale
+from ..ops import OPS, Trait, maximum, merge, piecewise, relu, rescale
 from .clips import clip_codes, compose_clip
 from .integer import integer_scale
 from .state import ImportState
@@ -164,8 +166,9 @@ def real_linear(state: ImportState, node: onnx.NodeProto, x: str, weight: Const,
     wtype = FixedType.for_range(min(int(wcodes.min()), 0), max(int(wcodes.max()), 0), 0)
     attrs = op_module.Attrs(wcodes, wtype, None, None, **extra)
     if meaning.channels > 1:
+        x_type = state.type_of(x)  # the input's own refusals, if any, first
         try:
-            op_module.OP.infer(attrs, [state.type_of(x)], node.name)
+            op_module.OP.infer(attrs, [x_type], node.name)
         except UnsupportedModelError as exc:
             raise UnsupportedModelError(f"{exc}: folding the per-channel scales of its input into {wtype.width}-bit "
                                         "integer weights; requantize the input per tensor first") from None
@@ -421,10 +424,13 @@ def grid_frac(meaning: CodeScale) -> int | None:
 def quant_of_affine(state: ImportState, node: onnx.NodeProto, f: Affine, q: Quantizer,
                     meaning: CodeScale | None = None, part: str | None = None) -> str:
     """The quantizer ending a value in flight: one rescale node, a step of the primitive per
-    channel.  Its codes mean ``meaning`` (default: the quantizer's); ``part``: a value of the
+    channel; for a quantizer of more levels than the rescale's thresholds hold (16 bits), one
+    piecewise node, a step per channel or, where a knee bends the line, a step each side of
+    real 0.  Its codes mean ``meaning`` (default: the quantizer's); ``part``: a value of the
     node's own (:meth:`ImportState.add`), not its output.  Returns the IR value's name."""
     meaning = meaning or q.meaning
-    if f.knee:
+    wide = not q.bipolar and piecewise.wide(q.qmin, q.qmax)
+    if f.knee and not wide:
         return _quant_of_knee(state, node, f, q, meaning, part)
     if q.bipolar and f.clipped:
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): a bipolar quantizer after a ReLU/Clip is "
@@ -433,18 +439,38 @@ def quant_of_affine(state: ImportState, node: onnx.NodeProto, f: Affine, q: Quan
     if f.channels > 1 and len(params) > 1 and f.channels != len(params):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {len(params)} per-channel scales for a value "
                                     f"with {f.channels} channels")
-    pairs = f.each()
-    steps = tuple(q.step(*pairs[c if len(pairs) > 1 else 0], *params[c if len(params) > 1 else 0], (f.lo, f.hi))
-                  for c in range(max(len(pairs), len(params))))
-    if len(set(steps)) == 1:
-        steps = steps[:1]
+    pairs, knees = f.each(), f.knees()
     frac = None if q.bipolar else grid_frac(meaning)
     width, signed = bits_for_range(*((0, 1) if q.bipolar else (q.qmin, q.qmax)))
-    ir = state.add(node, rescale.OP, [f.value], rescale.Attrs(steps, FixedType(width, frac or 0, signed)),
-                   reads_real=True, part=part)
+    out = FixedType(width, frac or 0, signed)
+    channels = range(max(len(pairs), len(params)))
+    if wide:
+        functions = tuple(_bent_pieces(q, *pairs[c if len(pairs) > 1 else 0], knees[c if len(knees) > 1 else 0],
+                                       *params[c if len(params) > 1 else 0], (f.lo, f.hi)) for c in channels)
+        op, attrs = piecewise.OP, piecewise.Attrs(functions[:1] if len(set(functions)) == 1 else functions, out)
+    else:
+        steps = tuple(q.step(*pairs[c if len(pairs) > 1 else 0], *params[c if len(params) > 1 else 0], (f.lo, f.hi))
+                      for c in channels)
+        op, attrs = rescale.OP, rescale.Attrs(steps[:1] if len(set(steps)) == 1 else steps, out)
+    ir = state.add(node, op, [f.value], attrs, reads_real=True, part=part)
     if frac is None:
         state.graph.scales[ir.output] = meaning
     return ir.output
+
+
+def _bent_pieces(q: Quantizer, a: Fraction, b: Fraction, knee: Fraction, scale: Fraction, zero: Fraction,
+                 bounds: tuple) -> Pieces:
+    """The quantizer of ``clip(leaky(a x + b))`` on one channel's codes ``x``: the step of the
+    line where ``a x + b >= 0``, the step of the bent line ``knee (a x + b)`` elsewhere."""
+    line = q.step(a, b, scale, zero, bounds)
+    if knee == 1:
+        return Pieces((), (line,))
+    bent = q.step(a * knee, b * knee, scale, zero, bounds)
+    if a == 0:
+        return Pieces((), (line if b >= 0 else bent,))
+    if a > 0:  # a x + b >= 0 from x = ceil(-b / a) on
+        return Pieces((math.ceil(-b / a),), (bent, line))
+    return Pieces((math.floor(-b / a) + 1,), (line, bent))  # up to x = floor(-b / a)
 
 
 def _quant_of_knee(state: ImportState, node: onnx.NodeProto, f: Affine, q: Quantizer, meaning: CodeScale,
@@ -470,9 +496,12 @@ def _quant_of_knee(state: ImportState, node: onnx.NodeProto, f: Affine, q: Quant
     return ir.output
 
 
-def affine_output(state: ImportState, f: Affine) -> str:
+def affine_output(state: ImportState, f: Affine, moved=None) -> str:
     """A graph output no Quant rounds: the accumulator, its exact meaning recorded.  A ReLU of
-    ``a_c * acc`` (every ``a_c > 0``, no offset) is the ReLU of the codes."""
+    ``a_c * acc`` (every ``a_c > 0``, no offset) is the ReLU of the codes.  ``moved``: a
+    transpose waiting for a Quant that never comes (``state.moved_after_quant``: a per-step head
+    on a sequence, its bias per output feature): it moves the accumulator's codes, and each
+    output element keeps the meaning of the channel it came from (:func:`_moved_meaning`)."""
     node = next((n for n in state.model.graph.node if n.name == f.source), None)
     if node is not None and f.lo == 0 and f.hi is None and not f.knee and all(a > 0 and b == 0 for a, b in f.each()):
         f = replace(f, value=state.add(node, relu.OP, [f.value], relu.Attrs(), reads_real=True, part="relu").output,
@@ -483,9 +512,29 @@ def affine_output(state: ImportState, f: Affine) -> str:
     if any(a == 0 for a, _ in f.each()):
         raise UnsupportedModelError(f"node '{f.source}': an output channel is multiplied by 0")
     pairs = f.each()
-    state.graph.scales[f.value] = CodeScale(tuple(a for a, _ in pairs), tuple(-b / a for a, b in pairs), accumulator=True)
-    state.graph.origin[f.value] = f.source
-    return f.value
+    meaning = CodeScale(tuple(a for a, _ in pairs), tuple(-b / a for a, b in pairs), accumulator=True)
+    value = f.value
+    if moved is not None:
+        step = onnx.helper.make_node("Transpose", [f.value], [moved.output], name=moved.name)
+        value = state.add(step, OPS[moved.op], [f.value], moved.attrs, reads_real=True).output
+        meaning = _moved_meaning(state, meaning, moved, f.value, value)
+    state.graph.scales[value] = meaning
+    state.graph.origin[value] = f.source
+    return value
+
+
+def _moved_meaning(state: ImportState, meaning: CodeScale, moved, before: str, after: str) -> CodeScale:
+    """The meaning of codes per channel (axis 0 of ``before``) after ``moved`` moves them: one
+    scale and zero point for every element of ``after``, the element's source channel's (the op's
+    own semantics run on the elements' indices)."""
+    if meaning.channels == 1:
+        return meaning
+    shape = state.type_of(before).shape
+    where = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(1, *shape)
+    source = OPS[moved.op].semantics(moved.attrs, [where], [state.type_of(before)], state.type_of(after))
+    channel = np.asarray(source).reshape(-1) // (where.size // shape[0])
+    each = meaning.each()
+    return CodeScale(tuple(each[c][0] for c in channel), tuple(each[c][1] for c in channel), accumulator=True)
 
 
 __all__ = ["Quantizer", "affine_output", "as_affine", "check_finite", "clip_real", "common_unit", "constant_arith",

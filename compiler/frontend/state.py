@@ -27,6 +27,7 @@ from ..ops.base import OpDef
 from .attributes import attribute
 from .clips import clip_codes
 from .load import QUANTIZERS, datatype_range
+from .shared_input import InputReader, share_input
 from .values import Affine, Const, Pending, RawInput, Tensor, Value
 
 
@@ -59,6 +60,8 @@ class ImportState:
     #: the graph inputs' ``finn_datatype`` annotations by input name, and the declared ``--input-type``
     input_datatypes: dict[str, str] = field(default_factory=dict)
     input_type: FixedType | None = None
+    #: a graph input's name -> the quantizers reading it, in the order they were read
+    input_readers: dict[str, list[InputReader]] = field(default_factory=dict)
     #: Quant node name -> the op waiting to fuse with it
     deferred: dict[str, Deferred] = field(default_factory=dict)
     #: graph outputs after the first (a recurrent cell's last states): not part of the design
@@ -66,9 +69,12 @@ class ImportState:
     #: a MatMul over tokens: its output (the sequence transposed back) -> the 1x1 convolution
     #: computing it, whose bias a constant Add after the MatMul becomes
     token_layers: dict[str, Node] = field(default_factory=dict)
-    #: a bias after float-scaled token sums: the Add's output (sums in flight, features on
-    #: axis 0) -> the transpose back to tokens its Quant applies after rounding
-    token_biases: dict[str, Node] = field(default_factory=dict)
+    #: a value in flight whose codes a transpose moves only after the Quant that must follow
+    #: rounds them (its constants differ per channel, axis 0): its name -> that transpose (an
+    #: IR node outside the graph): after float-scaled token sums and their bias, the transpose
+    #: back to tokens; a Transpose of a 1D map in flight into a sequence (a Conv1d before a
+    #: QuantLSTM, permuted to (N, T, C))
+    moved_after_quant: dict[str, Node] = field(default_factory=dict)
     #: IR value -> (its producer's attrs, its input types, its type): inference is pure, so a
     #: value is inferred again only when its producer's attributes or inputs changed
     inferred: dict[str, tuple[Any, tuple[TensorType, ...], TensorType]] = field(default_factory=dict, repr=False)
@@ -227,47 +233,63 @@ class ImportState:
 
     # -- the design's input --------------------------------------------------------------
     def _install_input(self, name: str, raw: RawInput, attrs: quant.Attrs, lo: int, hi: int,
-                       input_map: InputMap | None, scale: CodeScale | None) -> None:
-        port = next((p for p in self.graph.input_ports if p.onnx_name == raw.source), None)
-        if port is not None:
-            first = port.value
-            if (port.quant, port.input_map, self.graph.scales.get(first), self.graph.values[first]) == \
-                    (attrs, input_map, scale, TensorType(raw.shape, attrs.out, lo, hi)):
-                self.values[name] = Tensor(first)  # the same quantizer again (one per branch): the same codes
-                return
-            raise UnsupportedModelError(f"graph input '{raw.source}' is quantized twice, differently (again as "
-                                        f"'{name}'); one quantizer per input is supported")
-        self.graph.input_ports.append(InputPort(name, raw.source, attrs, input_map,
-                                                raw.model_shape if raw.reshaped else None))
-        self.graph.values[name] = TensorType(raw.shape, attrs.out, lo, hi)
+                       input_map: InputMap | None, scale: CodeScale | None, step: Step | None) -> None:
+        """A quantizer of the raw input (``step``: on real data, None where the input is typed
+        or quantized per channel): the design's input, or where another quantizer already
+        reads it differently, a table of the cell the design's input becomes (:mod:`.shared_input`)."""
+        reader = InputReader(name, self.graph.origin.get(name, ""), TensorType(raw.shape, attrs.out, lo, hi), attrs,
+                             input_map, scale, step)
+        readers = self.input_readers.setdefault(raw.source, [])
+        same = next((r for r in readers if r.same_codes(reader)), None)
+        if same is not None:
+            self.values[name] = Tensor(same.value)  # the same quantizer again (one per branch): the same codes
+            return
+        readers.append(reader)
         if scale is not None:
             self.graph.scales[name] = scale
         self.values[name] = Tensor(name)
+        port = next((p for p in self.graph.input_ports if p.onnx_name == raw.source), None)
+        if port is not None:
+            share_input(self.graph, port, readers)
+            return
+        self.graph.input_ports.append(InputPort(name, raw.source, attrs, input_map,
+                                                raw.model_shape if raw.reshaped else None))
+        self.graph.values[name] = reader.type
 
-    def quantize_input(self, node: onnx.NodeProto, raw: RawInput, scale: Fraction, zero: Fraction, bits: int,
-                       signed: bool, narrow: bool, rounding: Rounding, bipolar: bool) -> None:
-        """The model's first Quant on real input (the float operations before it folded in:
-        one step, or one per channel where they were per channel)."""
+    def quantize_input(self, node: onnx.NodeProto, raw: RawInput, scale: tuple[Fraction, ...],
+                       zero: tuple[Fraction, ...], qmin: int, qmax: int, rounding: Rounding,
+                       bipolar: bool = False) -> None:
+        """The model's first Quant on real input (the float operations before it folded in):
+        one step, or one per channel (axis 0 of a sample) where the operations, or the Quant's
+        scale and zero point, are per channel: channel ``c``'s codes mean
+        ``(code - zero_c) * scale_c``.  Codes in ``[qmin, qmax]`` (bipolar: {0, 1})."""
         bad = next((m for m, _ in raw.each() if m <= 0), None)
         if bad is not None:
             raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): the input is scaled by {float(bad)} "
                                         "before its Quant; only positive factors are supported")
-        qmin, qmax = (0, 1) if bipolar else (quant.min_int(signed, narrow, bits), quant.max_int(signed, narrow, bits))
         if bipolar and raw.clip != (None, None):
             raise UnsupportedModelError(f"node '{node.name}' (BipolarQuant): after a ReLU/Clip of the input is not supported")
-        lo, hi = clip_codes(scale, zero, rounding, qmin, qmax, raw.clip)
-        steps = tuple(Step(m / scale, a / scale + (0 if bipolar else zero), rounding, lo, hi, bipolar)
-                      for m, a in raw.each())
+        channels = _input_channels(node, raw, len(scale), len(zero))
+        pairs = [(scale[c % len(scale)], zero[c % len(zero)], *raw.each()[c % raw.channels]) for c in range(channels)]
+        ranges = {clip_codes(s, z, rounding, qmin, qmax, raw.clip) for s, z, _, _ in pairs}
+        if len(ranges) > 1:
+            raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): a ReLU/Clip of the input before a "
+                                        f"quantizer per channel gives its channels code ranges {sorted(ranges)[:2]} "
+                                        "...; one range for every channel is supported")
+        (lo, hi), = ranges
+        steps = tuple(Step(m / s, a / s + (0 if bipolar else z), rounding, lo, hi, bipolar) for s, z, m, a in pairs)
         width, sgn = bits_for_range(qmin, qmax)
         self.graph.origin[node.output[0]] = node.name
+        meaning = CodeScale(tuple(2 * s for s in scale), (Fraction(1, 2),)) if bipolar else CodeScale(scale, zero)
+        one = steps[0] if len(set(steps)) == 1 else None
         self._install_input(node.output[0], raw, quant.Attrs(FixedType(width, 0, sgn), False, "ROUND"), lo, hi,
-                            InputMap(steps[0], lo, hi) if len(steps) == 1 else InputMap(None, lo, hi, steps),
-                            CodeScale((2 * scale,), (Fraction(1, 2),)) if bipolar else CodeScale((scale,), (zero,)))
+                            InputMap(one, lo, hi) if one else InputMap(None, lo, hi, steps), meaning, one)
 
     def quantize_input_on_grid(self, node: onnx.NodeProto, raw: RawInput, attrs: quant.Attrs) -> None:
         """A power-of-two Quant on the untouched input: its codes are the design's input type."""
         self.graph.origin[node.output[0]] = node.name
-        self._install_input(node.output[0], raw, attrs, attrs.qmin, attrs.qmax, None, None)
+        step = Step(Fraction(2) ** attrs.out.frac, Fraction(0), attrs.rounding, attrs.qmin, attrs.qmax)
+        self._install_input(node.output[0], raw, attrs, attrs.qmin, attrs.qmax, None, None, step)
 
     def type_input(self, name: str, raw: RawInput, node: onnx.NodeProto) -> None:
         """An input no Quant reads, typed by its ``finn_datatype`` (its values are the codes)
@@ -285,7 +307,7 @@ class ImportState:
             step = Step(Fraction(2) ** t.frac, Fraction(0), Rounding.ROUND, t.min_code, t.max_code)
             self._install_input(name, raw, quant.Attrs(t, False, "ROUND"), t.min_code, t.max_code,
                                 InputMap(step, t.min_code, t.max_code) if raw.preprocessed else None,
-                                meaning if raw.preprocessed else None)
+                                meaning if raw.preprocessed else None, None)
             return
         rng = datatype_range(self.input_datatypes.get(raw.source, ""))
         if rng is None:
@@ -294,7 +316,18 @@ class ImportState:
         width, signed = bits_for_range(lo, hi)
         self.graph.origin.setdefault(name, "")
         self._install_input(name, raw, quant.Attrs(FixedType(width, 0, signed), False, "ROUND"), lo, hi,
-                            InputMap(None, lo, hi), meaning)
+                            InputMap(None, lo, hi), meaning, None)
+
+
+def _input_channels(node: onnx.NodeProto, raw: RawInput, scales: int, zeros: int) -> int:
+    """The channels (axis 0 of a sample) of the input's quantizer: 1, or the one count of the
+    preprocessing's and the Quant's per-channel constants."""
+    counts = {n for n in (raw.channels, scales, zeros) if n > 1}
+    if len(counts) > 1 or (counts and raw.shape[0] not in counts):
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): {scales} scales and {zeros} zero points for "
+                                    f"an input of shape {list(raw.shape)} preprocessed with {raw.channels} per-channel "
+                                    "constants; not one per channel")
+    return counts.pop() if counts else 1
 
 
 __all__ = ["Deferred", "ImportState"]

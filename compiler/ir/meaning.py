@@ -29,7 +29,9 @@ def _frac(text: str) -> Fraction:
 
 @dataclass(frozen=True)
 class CodeScale:
-    """``real = (code - zero) * scale``: scalars, or one value per channel (axis 0).
+    """``real = (code - zero) * scale``: scalars, one value per channel (axis 0), or for a
+    tensor of several axes one per element (a graph output that is a per-step head's
+    accumulator on a sequence: its features' constants on the last axis).
 
     ``accumulator``: the codes are a layer's integer accumulator that no Quant rounds (a
     graph output such as logits); its real value is an exact rational that float64 may not
@@ -51,7 +53,11 @@ class CodeScale:
 
     def _broadcast(self, values: tuple[Fraction, ...], shape: tuple[int, ...]) -> np.ndarray:
         v = np.array([float(x) for x in values], dtype=np.float64)
-        return v.reshape((1, -1) + (1,) * (len(shape) - 1)) if len(values) > 1 else v.reshape(())
+        if len(values) == 1:
+            return v.reshape(())
+        if len(shape) > 1 and len(values) != shape[0] and len(values) == int(np.prod(shape)):
+            return v.reshape((1, *shape))  # one per element
+        return v.reshape((1, -1) + (1,) * (len(shape) - 1))
 
     def real(self, codes: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         """float64 real values of int codes ``(N, *shape)`` (nearest float64 where inexact)."""
@@ -81,13 +87,17 @@ class InputMap:
     With ``step`` (the model's first Quant/BipolarQuant, float operations before it folded
     in): ``code = step.exact(x)``; with ``channel_steps`` instead (float operations per channel
     before it, e.g. a mean / std normalization), the step of each channel of a sample's first
-    axis.  Without either: the input is typed by an annotation, the codes are the values
-    themselves and must be integers in ``[lo, hi]``."""
+    axis.  With ``cuts`` (an input that several quantizers read, each differently): the cell of
+    the real line ``x`` lies in, ``code = lo + #{k : x >= cuts[k]}``, the cuts being every
+    quantizer's float thresholds, so that each quantizer's code is a function of the cell.
+    Without any: the input is typed by an annotation, the codes are the values themselves and
+    must be integers in ``[lo, hi]``."""
 
     step: Step | None
     lo: int
     hi: int
     channel_steps: tuple[Step, ...] = ()
+    cuts: tuple[float, ...] = ()
 
     def _per_channel(self, values: np.ndarray, each) -> np.ndarray:
         """``each(step, values)`` on every channel (axis 1 of ``(N, C, ...)``) with its own step."""
@@ -97,6 +107,8 @@ class InputMap:
         x = np.asarray(x, dtype=np.float64)
         if self.channel_steps:
             return self._per_channel(x, _codes)
+        if self.cuts:
+            return (self.lo + np.searchsorted(np.array(self.cuts), x, side="right")).astype(np.int64)
         if self.step is None:
             if np.any(x != np.round(x)) or np.any(x < self.lo) or np.any(x > self.hi):
                 raise ValueError(f"input values must be integers in [{self.lo}, {self.hi}] (the input's datatype)")
@@ -109,6 +121,8 @@ class InputMap:
         c = np.asarray(codes, dtype=np.int64)
         if self.channel_steps:
             return self._per_channel(c, _centers)
+        if self.cuts:
+            return _cell_centers(np.array(self.cuts), c - self.lo)
         if self.step is None:
             return c.astype(np.float64)
         return _centers(self.step, c)
@@ -117,12 +131,15 @@ class InputMap:
         d = {"lo": self.lo, "hi": self.hi}
         if self.channel_steps:
             d["channel_steps"] = [_step_json(s) for s in self.channel_steps]
+        if self.cuts:
+            d["cuts"] = [float(v).hex() for v in self.cuts]
         return d if self.step is None else {**d, **_step_json(self.step)}
 
     @staticmethod
     def from_json(d: dict) -> "InputMap":
         channels = tuple(_step_of(s) for s in d.get("channel_steps", ()))
-        return InputMap(_step_of(d) if "slope" in d else None, int(d["lo"]), int(d["hi"]), channels)
+        cuts = tuple(float.fromhex(v) for v in d.get("cuts", ()))
+        return InputMap(_step_of(d) if "slope" in d else None, int(d["lo"]), int(d["hi"]), channels, cuts)
 
 
 def _codes(step: Step, x: np.ndarray) -> np.ndarray:
@@ -135,6 +152,18 @@ def _centers(step: Step, codes: np.ndarray) -> np.ndarray:
     edges = np.concatenate([[t[0] - width], t, [t[-1] + width]]) if len(t) else np.array([-width, width])
     mid = (edges[:-1] + edges[1:]) / 2
     return mid[codes - step.qmin]
+
+
+def _cell_centers(cuts: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """A float64 inside each cell ``[cuts[j - 1], cuts[j])`` (below the first cut, from the last
+    on): the middle, or the cell's lower end where the middle rounds onto its upper end (a cell
+    of one float64); the outer cells reach one widest cell beyond the cuts."""
+    width = float(np.max(np.diff(cuts), initial=1.0))
+    lower = np.concatenate([[cuts[0] - width], cuts])
+    upper = np.concatenate([cuts, [cuts[-1] + width]])
+    mid = lower + (upper - lower) / 2
+    mid = np.where(mid < upper, mid, lower)
+    return mid[cells]
 
 
 def _step_json(s: Step) -> dict:

@@ -143,6 +143,42 @@ class HlsLowering:
         for value in self.graph.outputs:
             hls_shape(self.graph.values[value].shape)
 
+    def output_layers(self) -> list[str]:
+        """The hls4ml output layers (the top function's output arguments), in port order.  An
+        output held in an input's buffer (a design that only relabels its input: a Transpose to
+        the output) or in an earlier output's is copied into a layer of its own, so that every
+        argument of the top function is its own array."""
+        taken = set(self.input_layers())
+        for value in self.graph.outputs:
+            if self.buffer(self.layer_of[value]) in taken:
+                self.add_copy(value)
+            taken.add(self.buffer(self.layer_of[value]))
+        return [self.layer_of[v] for v in self.graph.outputs]
+
+    def buffer(self, layer: str) -> str:
+        """The layer whose array holds ``layer``'s output: in io_parallel a Reshape writes no
+        array of its own (hls4ml's InplaceParallelReshape makes its output its input's array)."""
+        found = next(L for L in self.layers if L["name"] == layer)
+        if found["class_name"] == "Reshape" and self.opts.io_type == IoType.PARALLEL:
+            return self.buffer(found["inputs"][0])
+        return layer
+
+    def add_copy(self, value: str) -> None:
+        """A linear Activation from ``value``'s buffer into one of the same width and integer bits:
+        no code changes.  Its saturation mode differs from the held type's so that hls4ml keeps
+        it (its EliminateLinearActivation drops a linear Activation that casts nothing)."""
+        held = self.held.get(value) or held_type(self.graph.values[value].ftype).hls()
+        base, args = held.replace(" ", "").rstrip(">").split("<")
+        width, integer, *modes = args.split(",")
+        saturation = "WRAP" if modes[1:2] == ["SAT"] else "SAT"
+        name = f"l{len(self.layers)}_copy"
+        self.layers.append({"class_name": "Activation", "activation": "linear", "name": name,
+                            "inputs": [self.layer_of[value]]})
+        precision = f"{base}<{width},{integer},{(modes or ['TRN'])[0]},{saturation}>"
+        self.precisions[name] = {"Precision": {"result": precision}, "ReuseFactor": self.opts.reuse}
+        self.layer_of[value] = name
+        self.held[value] = precision
+
     def input_layers(self) -> list[str]:
         """The hls4ml input layers (the top function's input arguments), in port order."""
         n = len(self.graph.inputs)
@@ -218,10 +254,7 @@ def lower_to_hls4ml(graph: Graph, opts: HlsOptions, output_dir: str):
     register()
     lowering = HlsLowering(graph, opts)
     lowering.run()
-    outputs = [lowering.layer_of[v] for v in graph.outputs]
-    if len(set(outputs)) != len(outputs):
-        raise UnsupportedModelError("two outputs of the design are one hls4ml tensor (a reshape of the other); "
-                                    "not supported")
+    outputs = lowering.output_layers()
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         model = ModelGraph.from_layer_list(lowering.config(output_dir), lowering.layers, lowering.input_layers(),

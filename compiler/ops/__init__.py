@@ -8,7 +8,8 @@ see :mod:`.base` for the contract and docs/architecture.md for how to add an op.
 from __future__ import annotations
 
 from . import (avgpool, conv, convlstm, convtranspose, crop, dense, depthtospace, flatten, globalavgpool, gru,
-               interpolate, leakyrelu, lstm, lut, maximum, maxpool, merge, quant, relu, rescale, staircase, transpose, upsample)
+               interpolate, leakyrelu, lstm, lut, maximum, maxpool, merge, pad, piecewise, quant, relu, rescale, staircase,
+               transpose, upsample)
 from .base import IoType, Layout, OpDef, Trait
 
 OPS: dict[str, OpDef] = {
@@ -33,9 +34,11 @@ OPS: dict[str, OpDef] = {
     convlstm.OP.name: convlstm.OP,
     transpose.OP.name: transpose.OP,
     rescale.OP.name: rescale.OP,
+    piecewise.OP.name: piecewise.OP,
     staircase.OP.name: staircase.OP,
     depthtospace.OP.name: depthtospace.OP,
     maximum.OP.name: maximum.OP,
+    pad.OP.name: pad.OP,
 }
 
 __all__ = ["IoType", "Layout", "OPS", "OpDef", "Trait"]

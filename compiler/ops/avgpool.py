@@ -1,8 +1,9 @@
-"""Average pooling followed by its ``Quant``, as one exact op (2D or 3D).
+"""Average pooling followed by its ``Quant``, as one exact op (2D or 3D, dilated or not).
 
 ``y = clip(R(S * 2**(fy - fx) / n))`` where ``S`` is the window sum of codes (zero padding)
 and ``n`` the divisor: the kernel volume (``count_include_pad=1``) or the number of valid
-elements (``count_include_pad=0``).  ``n`` is generally not a power of two (CosmoFlow's
+elements (``count_include_pad=0``).  A dilated window (ONNX opset 19) sums its taps
+``dilation`` apart, and counts its valid taps.  ``n`` is generally not a power of two (CosmoFlow's
 3x3x3 windows: 27), so an average is not a fixed-point number; the compiler therefore fuses
 the pool with the ``Quant`` that follows it and rounds the exact rational ``S / n`` once,
 with the Quant's rounding mode (:func:`..exact.rounding.div_round`).  The HLS kernel
@@ -30,26 +31,27 @@ from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType, bits_for_range
 from ..exact.requant import MultiplyShift, Step, multiply_shift
 from .base import Layout, OpDef, Trait, check_width
-from .conv import window_index, windows
 from .base.extension import DIMS, KernelCall, LayerConfig, Weight
-from .maxpool import Pool3dSizes, pool3d_extension, pool_work
+from .maxpool import (DilatedWindow, Pool3dSizes, onnxruntime_pool, pool3d_extension, pool_work, tap_index, tap_slices,
+                      tap_windows, valid_taps)
 from .quant import Attrs as QuantAttrs
 from ..exact.rounding import div_round
 from ..exact.spans import window_span
 
 
 @dataclass(frozen=True)
-class Attrs:
+class Attrs(DilatedWindow):
     kernel: tuple[int, ...]
     strides: tuple[int, ...]
     pads: tuple[int, ...]  # begins then ends
     count_include_pad: bool
     out: QuantAttrs
+    dilations: tuple[int, ...] = ()  # per spatial dim; () for none (every dilation 1)
 
 
 def out_spatial(attrs: Attrs, spatial) -> tuple[int, ...]:
     n = len(attrs.kernel)
-    return tuple((spatial[i] + attrs.pads[i] + attrs.pads[n + i] - attrs.kernel[i]) // attrs.strides[i] + 1 for i in range(n))
+    return tuple((spatial[i] + attrs.pads[i] + attrs.pads[n + i] - attrs.span[i]) // attrs.strides[i] + 1 for i in range(n))
 
 
 def divisors(attrs: Attrs, spatial) -> np.ndarray:
@@ -58,11 +60,8 @@ def divisors(attrs: Attrs, spatial) -> np.ndarray:
     osp = out_spatial(attrs, spatial)
     if attrs.count_include_pad:
         return np.full(osp, int(np.prod(attrs.kernel)), dtype=np.int64)
-    counts = []
-    for i in range(n):
-        start = np.arange(osp[i]) * attrs.strides[i] - attrs.pads[i]
-        lo, hi = np.maximum(start, 0), np.minimum(start + attrs.kernel[i], spatial[i])
-        counts.append(hi - lo)
+    counts = [valid_taps(spatial[i], attrs.kernel[i], attrs.strides[i], attrs.pads[i], attrs.dilation[i], osp[i])
+              for i in range(n)]
     return np.prod(np.stack(np.meshgrid(*counts, indexing="ij")), axis=0).astype(np.int64)
 
 
@@ -169,6 +168,29 @@ class AvgPool3dCall(KernelCall):
     add: str
 
 
+def _pooled_sums(attrs: Attrs, builder, x: str, xt: TensorType) -> str:
+    """Window sums (float64) from onnxruntime's AveragePool, which is float32 only: avg * k
+    rounds back to the exact integer sum while |sum| < 2**20 (relative error of the float32
+    average <= 2**-23, so the absolute error stays below 1/8); checked first."""
+    k = int(np.prod(attrs.kernel))
+    if k * max(abs(xt.lo), abs(xt.hi)) >= 2**20:
+        raise UnsupportedModelError(
+            f"AveragePool window sums reach {k * max(abs(xt.lo), abs(xt.hi))}: beyond the exact float32 reference (2**20)")
+    avg = builder.op("AveragePool", [builder.op("Cast", [x], to="float")], kernel_shape=list(attrs.kernel),
+                     strides=list(attrs.strides), pads=list(attrs.pads), count_include_pad=1)
+    return builder.op("Round", [builder.op("Mul", [builder.op("Cast", [avg], to="double"), builder.const(np.array(float(k)))])])
+
+
+def _tap_sums(attrs: Attrs, builder, x: str, out: TensorType) -> str:
+    """Window sums (float64) of a dilated pool, or one padded as much as its kernel: its taps'
+    slices of the zero-padded codes (:func:`.maxpool.tap_slices`), added in int64."""
+    taps = tap_slices(builder, x, attrs.kernel, attrs.strides, attrs.pads, attrs.dilation, out.shape[1:])
+    total = taps[0]
+    for tap in taps[1:]:  # ONNX's Sum takes floats only
+        total = builder.op("Add", [total, tap])
+    return builder.op("Cast", [total], to="double")
+
+
 class AvgPool(OpDef[Attrs]):
     name = "avgpool"
     traits = frozenset({Trait.WINDOW})
@@ -182,6 +204,8 @@ class AvgPool(OpDef[Attrs]):
         n = len(attrs.kernel)
         if len(x.shape) != n + 1:
             raise UnsupportedModelError(f"node '{node}': {n}D AveragePool expects a (C, {n} spatial) input, got {x.shape}")
+        if len(attrs.dilation) != n or min(attrs.dilation) < 1:
+            raise UnsupportedModelError(f"node '{node}': invalid AveragePool dilations {attrs.dilations}")
         osp = out_spatial(attrs, x.shape[1:])
         if min(osp) < 1:
             raise UnsupportedModelError(f"node '{node}': AveragePool window larger than input {x.shape}")
@@ -201,7 +225,7 @@ class AvgPool(OpDef[Attrs]):
     def semantics(self, attrs: Attrs, xs, ins, out):
         n = len(attrs.kernel)
         pad = ((0, 0), (0, 0)) + tuple((attrs.pads[i], attrs.pads[n + i]) for i in range(n))
-        win = windows(np.pad(xs[0].astype(np.int64), pad), attrs.kernel, attrs.strides)
+        win = tap_windows(np.pad(xs[0].astype(np.int64), pad), attrs.kernel, attrs.strides, attrs.dilation)
         win = win[(slice(None), slice(None)) + tuple(slice(0, s) for s in out.shape[1:])]
         sums = win.sum(axis=tuple(range(2 + n, 2 + 2 * n)))
         up, down = divisor_shifts(attrs.out, ins[0])
@@ -213,23 +237,16 @@ class AvgPool(OpDef[Attrs]):
     def rtl(self, attrs: Attrs, rtl, xs, ins, out):
         """Window sums of the taps (the padding: constant zeros), then :func:`divide_rtl`."""
         x = ins[0]
-        idx = window_index(x.shape, attrs.kernel, attrs.strides, attrs.pads, out.shape[1:]).reshape(*out.shape, -1)
+        idx = tap_index(x.shape, attrs.kernel, attrs.strides, attrs.pads, attrs.dilation,
+                        out.shape[1:]).reshape(*out.shape, -1)
         sums = rtl.reduce_sum(rtl.gather(xs[0], idx), axis=-1)
         counts = np.broadcast_to(divisors(attrs, x.shape[1:]), out.shape)
         return divide_rtl(rtl, attrs.out, x, sums, counts, division(attrs, x))
 
     def onnx_reference(self, attrs: Attrs, builder, xs, ins, out):
-        # Window sums: onnxruntime's AveragePool is float32 only.  avg * k rounds back to the
-        # exact integer sum while |sum| < 2**20 (relative error of the float32 average <= 2**-23,
-        # so the absolute error stays below 1/8); the compiler checks that bound first.
         x = ins[0]
-        k = int(np.prod(attrs.kernel))
-        if k * max(abs(x.lo), abs(x.hi)) >= 2**20:
-            raise UnsupportedModelError(
-                f"AveragePool window sums reach {k * max(abs(x.lo), abs(x.hi))}: beyond the exact float32 reference (2**20)")
-        avg = builder.op("AveragePool", [builder.op("Cast", [xs[0]], to="float")], kernel_shape=list(attrs.kernel),
-                   strides=list(attrs.strides), pads=list(attrs.pads), count_include_pad=1)
-        sums = builder.op("Round", [builder.op("Mul", [builder.op("Cast", [avg], to="double"), builder.const(np.array(float(k)))])])
+        sums = _pooled_sums(attrs, builder, xs[0], x) if onnxruntime_pool(attrs.kernel, attrs.pads, attrs.dilations) \
+            else _tap_sums(attrs, builder, xs[0], out)
         up, down = divisor_shifts(attrs.out, x)
         num = builder.op("Mul", [sums, builder.const(np.array(float(1 << up)))])
         den = (divisors(attrs, x.shape[1:]) << down).astype(np.float64)
@@ -247,6 +264,7 @@ class AvgPool(OpDef[Attrs]):
         spatial = (1,) * (3 - n) + x.shape[1:]
         osp = (1,) * (3 - n) + out.shape[1:]
         pads = (0,) * (3 - n) + attrs.pads[:n]
+        dilation = (1,) * (3 - n) + attrs.dilation
         up, down = divisor_shifts(attrs.out, x)
         k = int(np.prod(attrs.kernel))
         sum_t = sum_type(x, k)
@@ -266,7 +284,7 @@ class AvgPool(OpDef[Attrs]):
                  "mult_data": mult.astype(np.float64), "add_data": add.astype(np.float64)}
         for i, d in enumerate(DIMS):
             layer[f"in_{d}"], layer[f"out_{d}"] = spatial[i], osp[i]
-            layer[f"pool_{d}"], layer[f"stride_{d}"] = kern[i], strides[i]
+            layer[f"pool_{d}"], layer[f"stride_{d}"], layer[f"dilation_{d}"] = kern[i], strides[i], dilation[i]
         layer.update(pad_front=pads[0], pad_top=pads[1], pad_left=pads[2])
         hls.add_layer(node, layer, {"result": out.ftype.hls(), "accum": sum_t.ftype.hls(), "prod": f"fixed<{prod},{prod}>",
                                     "mult": f"fixed<{width(mult)},{width(mult)}>", "add": f"fixed<{width(add)},{width(add)}>"},
@@ -277,10 +295,10 @@ class AvgPool(OpDef[Attrs]):
 
     def cost(self, attrs: Attrs, ins, out, io):
         return pool_work(attrs.kernel, attrs.strides, attrs.pads, ins[0], out, io,
-                         extra_bits=max(1, math.ceil(math.log2(int(np.prod(attrs.kernel))))))
+                         extra_bits=max(1, math.ceil(math.log2(int(np.prod(attrs.kernel))))), span=attrs.span)
 
     def input_span(self, attrs: Attrs, span):
-        return window_span(span, attrs.kernel, attrs.strides, attrs.pads)
+        return window_span(span, attrs.span, attrs.strides, attrs.pads)
 
     def with_pads(self, attrs: Attrs, pads):
         return dataclasses.replace(attrs, pads=tuple(pads))

@@ -24,7 +24,7 @@ from ..errors import UnsupportedModelError
 from ..ir.types import FixedType, TensorType
 from ..exact.integer import exact_einsum
 from .base import Layout, Trait, check_width, limb_kernel
-from .base.extension import DIMS, Extension, KernelCall, LayerConfig, Weight, attr_shape, computed, layer_reuse
+from .base.extension import DIMS, Extension, KernelCall, LayerConfig, Weight, attr_shape, computed, layer_reuse, map_shape
 from .base.linear import (LinearOp, bias_aligned, bias_or_zeros, check_linear_attrs, finish_acc_onnx,
                      linear_acc_frac, linear_acc_range)
 from ..exact.spans import window_span
@@ -164,13 +164,17 @@ class Conv3dCall(KernelCall):
 
 
 def conv3d_extension(layer: str, doc: str, folder: str, header: str, config: type[Conv3dSizes],
-                     call: type[Conv3dCall]) -> Extension:
+                     call: type[Conv3dCall], of_maps: bool = False) -> Extension:
     """The extension layer of a 3D (transposed) convolution, channels-last; attributes
-    mirror hls4ml's Conv2D plus depth."""
+    mirror hls4ml's Conv2D plus depth.  ``of_maps``: the layer also runs 1D and 2D maps (as
+    volumes of unit leading axes) and its output takes the map's rank (attribute
+    ``spatial_dims``), which hls4ml's own layers after it read (a Conv1D's im2col reads
+    (W, C))."""
+    sizes = attr_shape(*(f"out_{d}" for d in DIMS))
     return Extension(
         layer, doc, folder, header, config=config, call=call,
-        output_shape=attr_shape(*(f"out_{d}" for d in DIMS), last="n_filt"),
-        attributes=("pad_back", "pad_bottom", "pad_right"),
+        output_shape=map_shape(sizes, "n_filt") if of_maps else attr_shape(*(f"out_{d}" for d in DIMS), last="n_filt"),
+        attributes=("pad_back", "pad_bottom", "pad_right", *(("spatial_dims",) if of_maps else ())),
         weights=(Weight("weight", "w{index}"), Weight("bias", "b{index}")))
 
 

@@ -121,7 +121,7 @@ class ConvTranspose(LinearOp[Attrs]):
     traits = LinearOp.traits | {Trait.SCATTER}
     extensions = (conv3d_extension("TesseraConvTranspose3D", "3D transposed convolution, channels-last.",
                                    "convtranspose3d", "nnet_tessera_convtranspose3d.h", ConvTranspose3dConfig,
-                                   ConvTranspose3dCall),)
+                                   ConvTranspose3dCall, of_maps=True),)
 
     def infer(self, attrs: Attrs, ins, node):
         (x,) = ins
@@ -190,7 +190,7 @@ class ConvTranspose(LinearOp[Attrs]):
         bias, btype = bias_or_zeros(attrs, attrs.weight.shape[1], out)
         weight = attrs.weight.reshape(attrs.weight.shape[:2] + (1,) * lead + attrs.weight.shape[2:])
         w = weight.transpose(2, 3, 4, 0, 1)  # (kd, kh, kw, c_in, c_out)
-        layer = {"class_name": "TesseraConvTranspose3D", "data_format": "channels_last",
+        layer = {"class_name": "TesseraConvTranspose3D", "data_format": "channels_last", "spatial_dims": n,
                  "n_chan": attrs.weight.shape[0], "n_filt": attrs.weight.shape[1],
                  "weight_data": np.ldexp(w.astype(np.float64), -attrs.wtype.frac),
                  "bias_data": np.ldexp(bias.astype(np.float64), -btype.frac)}

@@ -7,7 +7,10 @@ reachable range (float64 ``f`` of the exact input, then the Quant's exact roundi
 power of two or a float scale ``m * 2**-f``, the output's scale likewise: its codes then carry
 it in the graph); the onnxruntime
 reference (``Gather``) and the HLS kernel (``hls_templates/lut``) read the same table.
-Domains above ``MAX_DOMAIN`` codes are refused: quantize the input first.
+Domains above ``MAX_DOMAIN`` codes are refused: quantize the input first.  A table may also
+come as it is (``Attrs.codes``): each quantizer of a graph input that several quantizers read,
+differently, as a function of the cell of the real line the input lies in (the design's input
+codes: ``ir.meaning.InputMap.cuts``).
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ class Attrs:
     mult: int = 1
     #: float-scaled input codes: their scale is ``in_mult * 2**-frac`` (None: the input's own grid)
     in_scale: tuple[int, int] | None = None
+    #: a table given as it is, the output code of every input code from the input's lowest
+    #: (``function`` then only names it): a quantizer of a graph input that several read, on
+    #: the cells of the real line the design's input codes are (``ir.meaning.InputMap.cuts``)
+    codes: tuple[int, ...] = ()
 
 
 def function_table(function: str, out: QuantAttrs, lo: int, hi: int, frac: int, mult: int = 1,
@@ -77,6 +84,10 @@ def function_codes(function: str, out: QuantAttrs, values: np.ndarray, mult: int
 
 
 def table(attrs: Attrs, x: TensorType) -> np.ndarray:
+    if attrs.codes:
+        if len(attrs.codes) != x.hi - x.lo + 1:
+            raise ValueError(f"a table of {len(attrs.codes)} codes for inputs in [{x.lo}, {x.hi}]")
+        return np.array(attrs.codes, dtype=np.int64)
     frac, in_mult = attrs.in_scale if attrs.in_scale is not None else (x.ftype.frac, 1)
     return function_table(attrs.function, attrs.out, x.lo, x.hi, frac, attrs.mult, in_mult, attrs.params)
 

@@ -84,7 +84,11 @@ def implementation(attrs: Attrs, x: TensorType, node: str = "") -> Implementatio
     if key in attrs._cache:
         return attrs._cache[key]
     levels = attrs.steps[0].levels
-    if levels > MAX_THRESHOLDS or any(s.levels != levels for s in attrs.steps):
+    if any(s.levels != levels for s in attrs.steps):
+        raise UnsupportedModelError(f"node '{node}': its channels' codes span {sorted({s.levels + 1 for s in attrs.steps})} "
+                                    "levels (per-channel bounds, e.g. a ReLU of codes with per-channel zero points); one "
+                                    "count for every channel is supported")
+    if levels > MAX_THRESHOLDS:
         raise UnsupportedModelError(f"node '{node}': a {out_type(attrs.qmin, attrs.qmax).width}-bit output after real "
                                     f"scaling has {levels} levels; at most {MAX_THRESHOLDS} are supported")
     st = [thresholds(s, x.lo, x.hi) for s in attrs.steps]

@@ -203,9 +203,19 @@ def _project_name(prj: Path) -> str:
 
 
 def _prelude_includes(prj: Path) -> list[str]:
-    """The static nnet_utils headers the project's parameters.h includes, in its order."""
+    """The static nnet_utils headers the project's parameters.h includes, in its order; in place
+    of a generated header, the static ones it includes (nnet_code_gen.h brings nnet_common.h,
+    whose macros the headers after it use: hls4ml's nnet_transpose_stream.h its
+    PRAGMA_DATA_PACK, in a design whose first layer is a Transpose)."""
     text = (prj / "firmware" / "parameters.h").read_text()
-    found = re.findall(r'^\s*#include\s+"(nnet_utils/[A-Za-z0-9_]+\.h)"', text, flags=re.M)
+    found = []
+    for header in re.findall(r'^\s*#include\s+"(nnet_utils/[A-Za-z0-9_]+\.h)"', text, flags=re.M):
+        generated = prj / "firmware" / header
+        if Path(header).name in GENERATED_HEADERS and generated.is_file():
+            found += [f"nnet_utils/{h}" for h in re.findall(r'^\s*#include\s+"([A-Za-z0-9_]+\.h)"',
+                                                            generated.read_text(), flags=re.M)
+                      if (generated.parent / h).is_file()]
+        found.append(header)
     return [h for h in dict.fromkeys(found) if Path(h).name not in GENERATED_HEADERS]
 
 

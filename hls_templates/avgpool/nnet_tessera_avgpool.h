@@ -2,7 +2,7 @@
 //
 // y = clip(R((S << num_shift) / (n << den_shift)), qmin, qmax): S is the exact window sum
 // of input codes (zero padding), n the kernel volume or the count of valid elements, R the
-// Quant's rounding mode.  All arithmetic is on integers; the result's raw bits are set
+// Quant's rounding mode.  A dilated window sums its pool_* taps dilation_* apart.  All arithmetic is on integers; the result's raw bits are set
 // directly, so nothing else can round.
 //
 // The division (form TESSERA_AVG_MULTIPLY_SHIFT): y = clip((mult[n] * S + add[n]) >> shift),
@@ -25,6 +25,7 @@ struct tessera_avgpool3d_config {
     static const unsigned out_depth = 1, out_height = 1, out_width = 1;
     static const unsigned pool_depth = 1, pool_height = 1, pool_width = 1;
     static const unsigned stride_depth = 1, stride_height = 1, stride_width = 1;
+    static const unsigned dilation_depth = 1, dilation_height = 1, dilation_width = 1;
     static const unsigned pad_front = 0, pad_top = 0, pad_left = 0;
     static const bool count_include_pad = false;
     static const unsigned num_shift = 0, den_shift = 0;
@@ -58,10 +59,13 @@ inline void tessera_avgpool_finish(const typename CONFIG_T::accum_t &sum, long l
     }
 }
 
-// Number of window elements inside the input along one axis.
-inline long long tessera_valid(int start, int k, int n) {
-    const int lo = start > 0 ? start : 0, hi = start + k < n ? start + k : n;
-    return hi > lo ? hi - lo : 0;
+// Number of window taps inside the input along one axis: K taps from start, DILATION apart.
+template <int K, int DILATION> inline long long tessera_valid(int start, int n) {
+    #pragma HLS INLINE
+    long long count = 0;
+    for (int j = 0; j < K; j++)
+        count += start + j * DILATION >= 0 && start + j * DILATION < n;
+    return count;
 }
 
 template <class in_T, class out_T, typename CONFIG_T>
@@ -83,9 +87,12 @@ OutDepth:
                     for (int kd = 0; kd < (int)CONFIG_T::pool_depth; kd++)
                         for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
                             for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++) {
-                                const int id = od * CONFIG_T::stride_depth + kd - (int)CONFIG_T::pad_front;
-                                const int ih = oh * CONFIG_T::stride_height + kh - (int)CONFIG_T::pad_top;
-                                const int iw = ow * CONFIG_T::stride_width + kw - (int)CONFIG_T::pad_left;
+                                const int id = od * CONFIG_T::stride_depth + kd * CONFIG_T::dilation_depth -
+                                               (int)CONFIG_T::pad_front;
+                                const int ih = oh * CONFIG_T::stride_height + kh * CONFIG_T::dilation_height -
+                                               (int)CONFIG_T::pad_top;
+                                const int iw = ow * CONFIG_T::stride_width + kw * CONFIG_T::dilation_width -
+                                               (int)CONFIG_T::pad_left;
                                 if (id < 0 || id >= D || ih < 0 || ih >= H || iw < 0 || iw >= W)
                                     continue;
                                 sum += data[((id * H + ih) * W + iw) * C + c];
@@ -112,7 +119,8 @@ void tessera_avgpool3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height *
     tessera_avgpool3d_compute<data_T, res_T, CONFIG_T>(data, res, mult, add);
 }
 
-// io_stream: the 3D line buffer of nnet_tessera_stream.h (zero-padded plane buffer).
+// io_stream: the 3D line buffer of nnet_tessera_stream.h (zero-padded plane buffer of the
+// window's span of planes).
 template <class res_T, typename CONFIG_T> struct tessera_avgpool3d_window {
     template <class P>
     static void apply(const P &planes, int d0, int h0, int w0, res_T &out, const typename CONFIG_T::mult_t *mult,
@@ -120,15 +128,19 @@ template <class res_T, typename CONFIG_T> struct tessera_avgpool3d_window {
         #pragma HLS INLINE
         long long count = CONFIG_T::pool_depth * CONFIG_T::pool_height * CONFIG_T::pool_width;
         if (!CONFIG_T::count_include_pad)
-            count = tessera_valid(d0 - (int)CONFIG_T::pad_front, CONFIG_T::pool_depth, CONFIG_T::in_depth) *
-                    tessera_valid(h0 - (int)CONFIG_T::pad_top, CONFIG_T::pool_height, CONFIG_T::in_height) *
-                    tessera_valid(w0 - (int)CONFIG_T::pad_left, CONFIG_T::pool_width, CONFIG_T::in_width);
+            count = tessera_valid<CONFIG_T::pool_depth, CONFIG_T::dilation_depth>(d0 - (int)CONFIG_T::pad_front,
+                                                                                  CONFIG_T::in_depth) *
+                    tessera_valid<CONFIG_T::pool_height, CONFIG_T::dilation_height>(h0 - (int)CONFIG_T::pad_top,
+                                                                                    CONFIG_T::in_height) *
+                    tessera_valid<CONFIG_T::pool_width, CONFIG_T::dilation_width>(w0 - (int)CONFIG_T::pad_left,
+                                                                                  CONFIG_T::in_width);
         for (int c = 0; c < (int)CONFIG_T::n_filt; c++) {
             typename CONFIG_T::accum_t sum = 0;
             for (int kd = 0; kd < (int)CONFIG_T::pool_depth; kd++)
                 for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
                     for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++)
-                        sum += planes[(d0 + kd) % CONFIG_T::pool_depth][h0 + kh][w0 + kw][c];
+                        sum += planes[(d0 + kd * CONFIG_T::dilation_depth) % tessera_window_span<CONFIG_T>::depth]
+                                     [h0 + kh * CONFIG_T::dilation_height][w0 + kw * CONFIG_T::dilation_width][c];
             tessera_avgpool_finish<typename res_T::value_type, CONFIG_T>(sum, count, out[c], mult, add);
         }
     }
@@ -140,10 +152,11 @@ void tessera_avgpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res
                               typename CONFIG_T::add_t add[CONFIG_T::max_count + 1]) {
     #pragma HLS ARRAY_PARTITION variable = mult complete
     #pragma HLS ARRAY_PARTITION variable = add complete
-    tessera_plane_walk<CONFIG_T::pool_depth, CONFIG_T::pool_height, CONFIG_T::pool_width, CONFIG_T::stride_depth,
-                       CONFIG_T::stride_height, CONFIG_T::stride_width, CONFIG_T::pad_front, CONFIG_T::pad_top,
-                       CONFIG_T::pad_left, CONFIG_T::in_depth, CONFIG_T::in_height, CONFIG_T::in_width,
-                       CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width, 1, data_T, res_T,
+    typedef tessera_window_span<CONFIG_T> span;
+    tessera_plane_walk<span::depth, span::height, span::width, CONFIG_T::stride_depth, CONFIG_T::stride_height,
+                       CONFIG_T::stride_width, CONFIG_T::pad_front, CONFIG_T::pad_top, CONFIG_T::pad_left,
+                       CONFIG_T::in_depth, CONFIG_T::in_height, CONFIG_T::in_width, CONFIG_T::out_depth,
+                       CONFIG_T::out_height, CONFIG_T::out_width, 1, data_T, res_T,
                        tessera_avgpool3d_window<res_T, CONFIG_T> >(data, res, mult, add);
 }
 

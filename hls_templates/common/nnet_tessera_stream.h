@@ -31,6 +31,14 @@ WriteWords:
     }
 }
 
+// The positions a pooling window spans along each axis: CONFIG_T::pool_* taps, CONFIG_T::dilation_*
+// apart (the window the plane buffer below holds for a dilated pool).
+template <typename CONFIG_T> struct tessera_window_span {
+    static const int depth = (CONFIG_T::pool_depth - 1) * CONFIG_T::dilation_depth + 1;
+    static const int height = (CONFIG_T::pool_height - 1) * CONFIG_T::dilation_height + 1;
+    static const int width = (CONFIG_T::pool_width - 1) * CONFIG_T::dilation_width + 1;
+};
+
 // The 3D line buffer: walk the zero-padded volume in (depth, height, width) raster order,
 // reading one stream word per real input position, keeping the last KD padded planes, and
 // calling Window::apply(planes, d0, h0, w0, out, args...) for every output whose window

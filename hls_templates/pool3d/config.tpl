@@ -12,6 +12,9 @@ struct config${index} : nnet::tessera_maxpool3d_config {
     static const unsigned stride_depth = ${stride_depth};
     static const unsigned stride_height = ${stride_height};
     static const unsigned stride_width = ${stride_width};
+    static const unsigned dilation_depth = ${dilation_depth};
+    static const unsigned dilation_height = ${dilation_height};
+    static const unsigned dilation_width = ${dilation_width};
     static const unsigned pad_depth = ${pad_depth};
     static const unsigned pad_height = ${pad_height};
     static const unsigned pad_width = ${pad_width};

@@ -1,7 +1,8 @@
-// Tessera max pooling (hls4ml has no 3D pooling, nor padded pooling in io_stream): channels-last,
+// Tessera max pooling (hls4ml has no 3D pooling, nor padded or dilated pooling): channels-last,
 // 1D / 2D as depth (and height) 1.  Padded positions take no part (ONNX pads MaxPool with -inf):
 // the window's maximum runs over its real positions only; the compiler checks that every window
-// holds one.  A maximum of codes of one type is exact; res_T equals the input type.
+// holds one.  A dilated window reads its pool_* taps dilation_* apart.  A maximum of codes of one
+// type is exact; res_T equals the input type.
 #ifndef NNET_TESSERA_POOL3D_H_
 #define NNET_TESSERA_POOL3D_H_
 
@@ -16,6 +17,7 @@ struct tessera_maxpool3d_config {
     static const unsigned out_depth = 1, out_height = 1, out_width = 1;
     static const unsigned pool_depth = 1, pool_height = 1, pool_width = 1;
     static const unsigned stride_depth = 1, stride_height = 1, stride_width = 1;
+    static const unsigned dilation_depth = 1, dilation_height = 1, dilation_width = 1;
     static const unsigned pad_depth = 0, pad_height = 0, pad_width = 0; // begin pads
     static const unsigned reuse_factor = 1;
 };
@@ -43,9 +45,9 @@ OutDepth:
                     for (int kd = 0; kd < (int)CONFIG_T::pool_depth; kd++)
                         for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
                             for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++) {
-                                const int pd = od * CONFIG_T::stride_depth + kd;
-                                const int ph = oh * CONFIG_T::stride_height + kh;
-                                const int pw = ow * CONFIG_T::stride_width + kw;
+                                const int pd = od * CONFIG_T::stride_depth + kd * CONFIG_T::dilation_depth;
+                                const int ph = oh * CONFIG_T::stride_height + kh * CONFIG_T::dilation_height;
+                                const int pw = ow * CONFIG_T::stride_width + kw * CONFIG_T::dilation_width;
                                 if (!tessera_maxpool3d_inside<CONFIG_T>(pd, ph, pw))
                                     continue;
                                 const int id = pd - CONFIG_T::pad_depth, ih = ph - CONFIG_T::pad_height;
@@ -68,8 +70,8 @@ void tessera_maxpool3d_cl(data_T data[CONFIG_T::in_depth * CONFIG_T::in_height *
     tessera_maxpool3d_compute<data_T, res_T, CONFIG_T>(data, res);
 }
 
-// io_stream: the 3D line buffer of nnet_tessera_stream.h (plane buffer of pool_depth planes,
-// padded positions held as 0 and skipped here).
+// io_stream: the 3D line buffer of nnet_tessera_stream.h (plane buffer of the window's span of
+// planes, padded positions held as 0 and skipped here).
 template <class res_T, typename CONFIG_T> struct tessera_maxpool3d_window {
     template <class P> static void apply(const P &planes, int d0, int h0, int w0, res_T &out) {
         #pragma HLS INLINE
@@ -79,9 +81,11 @@ template <class res_T, typename CONFIG_T> struct tessera_maxpool3d_window {
             for (int kd = 0; kd < (int)CONFIG_T::pool_depth; kd++)
                 for (int kh = 0; kh < (int)CONFIG_T::pool_height; kh++)
                     for (int kw = 0; kw < (int)CONFIG_T::pool_width; kw++) {
-                        if (!tessera_maxpool3d_inside<CONFIG_T>(d0 + kd, h0 + kh, w0 + kw))
+                        const int pd = d0 + kd * CONFIG_T::dilation_depth, ph = h0 + kh * CONFIG_T::dilation_height;
+                        const int pw = w0 + kw * CONFIG_T::dilation_width;
+                        if (!tessera_maxpool3d_inside<CONFIG_T>(pd, ph, pw))
                             continue;
-                        typename res_T::value_type v = planes[(d0 + kd) % CONFIG_T::pool_depth][h0 + kh][w0 + kw][c];
+                        typename res_T::value_type v = planes[pd % tessera_window_span<CONFIG_T>::depth][ph][pw][c];
                         if (!any || v > best)
                             best = v;
                         any = true;
@@ -93,10 +97,11 @@ template <class res_T, typename CONFIG_T> struct tessera_maxpool3d_window {
 
 template <class data_T, class res_T, typename CONFIG_T>
 void tessera_maxpool3d_stream(hls::stream<data_T> &data, hls::stream<res_T> &res) {
-    tessera_plane_walk<CONFIG_T::pool_depth, CONFIG_T::pool_height, CONFIG_T::pool_width, CONFIG_T::stride_depth,
-                       CONFIG_T::stride_height, CONFIG_T::stride_width, CONFIG_T::pad_depth, CONFIG_T::pad_height,
-                       CONFIG_T::pad_width, CONFIG_T::in_depth, CONFIG_T::in_height, CONFIG_T::in_width,
-                       CONFIG_T::out_depth, CONFIG_T::out_height, CONFIG_T::out_width, 1, data_T, res_T,
+    typedef tessera_window_span<CONFIG_T> span;
+    tessera_plane_walk<span::depth, span::height, span::width, CONFIG_T::stride_depth, CONFIG_T::stride_height,
+                       CONFIG_T::stride_width, CONFIG_T::pad_depth, CONFIG_T::pad_height, CONFIG_T::pad_width,
+                       CONFIG_T::in_depth, CONFIG_T::in_height, CONFIG_T::in_width, CONFIG_T::out_depth,
+                       CONFIG_T::out_height, CONFIG_T::out_width, 1, data_T, res_T,
                        tessera_maxpool3d_window<res_T, CONFIG_T> >(data, res);
 }
 

@@ -1,7 +1,8 @@
 """The peers' recurrent models, in our own words: brevitas' QuantLSTM as its own test fixtures
-build it, and hls4ml's.  No ONNX executor runs a QuantLSTMCell: each case's independent check
-is the file run in float64 by the cell executor (``models/rnn/onnx_run.py``).  Run like those
-of :mod:`.cases` (``tests/conformance/``, ``bench/conformance.py``)."""
+build it, and hls4ml's.  No ONNX runtime executes a QuantLSTMCell: each case's independent
+check is the file run in float64 with its cells by the cell executor
+(``compiler/independent/cells.py``), as ``verify`` runs it by default.  Run like those of
+:mod:`.cases` (``tests/conformance/``, ``bench/conformance.py``)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,6 @@ from .cases import Case, _export, _export_ports
 
 
 # -- Brevitas: tests/brevitas/nn/nn_quantizers_fixture.py (case_quant_lstm); hls4ml pr/1019 ------
-def _cell_executor(path: Path):
-    """The file's recurrent cells run in float64 by models/rnn/onnx_run.py (the documented
-    QuantLSTMCell semantics; it shares no code with the op)."""
-    from tessera.models.rnn.onnx_run import cell_oracle
-
-    return cell_oracle(path)
-
-
 def _lstm_sequence(lstm, in_size: int, path: Path, steps: int = 5, weights: float | None = None) -> Path:
     """A QuantLSTM's output sequence (its first output, as the peer tests compare) on
     ``(1, steps, in_size)`` inputs, calibrated and exported with brevitas' QONNX exporter
@@ -114,12 +107,12 @@ def hls4ml_quant_lstm_h0(path: Path) -> Path:
 
 RECURRENT_CASES: tuple[Case, ...] = (
     *(Case(f"brevitas_quant_lstm_{v}", f"Brevitas tests/brevitas/nn/nn_quantizers_fixture.py::case_quant_lstm ({v})",
-           brevitas_quant_lstm(v), oracle=_cell_executor)
+           brevitas_quant_lstm(v))
       for v in ("bias_false", "num_layers_2", "int16_bias", "bidirectional", "bidirectional_num_layers_2")),
     Case("hls4ml_quant_lstm", "hls4ml test/pytest/test_recurrent_brevitas.py::QuantLSTMModelStream (pr/1019)",
-         hls4ml_quant_lstm, oracle=_cell_executor),
+         hls4ml_quant_lstm),
     Case("hls4ml_quant_lstm_h0", "hls4ml test/pytest/test_recurrent_brevitas.py::QuantLSTMModel (commit c3912bcf2)",
-         hls4ml_quant_lstm_h0, oracle=_cell_executor),
+         hls4ml_quant_lstm_h0),
 )
 
 __all__ = ["RECURRENT_CASES", "brevitas_quant_lstm", "hls4ml_quant_lstm", "hls4ml_quant_lstm_h0"]

@@ -13,6 +13,7 @@ import torch
 from click.testing import CliRunner
 
 from tessera.cli import main
+from tessera.compiler.independent import CELL_EXECUTOR
 from tessera.compiler.pipeline import compile_ir
 from tessera.compiler.ops.quant import quantize_float
 from tessera.compiler.reference.interpret import run_ir
@@ -79,28 +80,25 @@ def test_sentiment_cli_verifies(tmp_path, cell, weights, io_type):
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["mismatches"] == 0 and rep["samples"] == 320 and rep["outputs"] == 640
     assert rep["framework"] == {"outputs": 40, "differing_outputs": 0, "max_abs_difference": 0.0}
-    assert rep["independent"]["executor"] == "the training framework's outputs on --data (--expected)"
-    assert rep["independent"]["equal"] == 40 and rep["independent"]["unchecked_samples"] == 300
-    # a framework output that differs: the hardware matches the reference, but the reference is
-    # not the framework's model there, so the independent check fails verify
+    # the independent check is the file itself, its cells run by the cell executor, on every sample
+    assert rep["independent"]["executor"] == CELL_EXECUTOR
+    assert rep["independent"]["equal"] == rep["independent"]["outputs"] == 640
+    assert rep["independent"]["unchecked_samples"] == 0
+    # a framework output that differs is reported (brevitas' float32 is not the file's float64)
     logits[3, 1] += 2.0 ** -6
     np.save(tmp_path / "brevitas.npy", logits)
     r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10", "--data",
                              str(tmp_path / "x.npy"), "--expected", str(tmp_path / "brevitas.npy")])
     lines = r.output.strip().splitlines()
-    assert r.exit_code == 1 and "39/40 equal the exact reference" in r.output, r.output
-    assert lines[-2].startswith("independent check: FAILED, 1 of 40 outputs differ from the training framework's"), lines
-    assert lines[-1] == "FAILED: independent check: 1 of 40 outputs differ (30 samples)", lines
-    # without a framework there is no independent executor: said so, and an error on request
-    r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10"])
-    lines = r.output.strip().splitlines()
-    assert r.exit_code == 0 and lines[-2].startswith("independent check: none (no ONNX executor runs Quant"), lines
-    assert lines[-1] == "verified: 10 samples, 20 outputs, 0 mismatches", lines
-    r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10", "--require-independent"])
-    lines = r.output.strip().splitlines()
-    assert r.exit_code == 1, r.output
-    assert lines[-1].startswith("FAILED: independent check: none (no ONNX executor runs Quant"), lines
-    assert lines[-1].endswith(" -- required (--require-independent) (10 samples)"), lines
+    assert r.exit_code == 0 and "framework outputs (--expected): 39/40 equal the exact reference" in r.output, r.output
+    assert lines[-2] == f"independent check: 60/60 outputs equal {CELL_EXECUTOR}", lines
+    # without a framework the file is still checked, and --require-independent is satisfied
+    for extra in ([], ["--require-independent"]):
+        r = runner.invoke(main, ["verify", str(path), str(tmp_path / "prj"), "--samples", "10", *extra])
+        lines = r.output.strip().splitlines()
+        assert r.exit_code == 0, r.output
+        assert lines[-2] == f"independent check: 20/20 outputs equal {CELL_EXECUTOR}", lines
+        assert lines[-1] == "verified: 10 samples, 20 outputs, 0 mismatches", lines
     assert rep["user_model"]["execution"] == "no executor"
     assert "QuantLSTMCell" in rep["user_model"]["reason"] or "QuantGRUCell" in rep["user_model"]["reason"]
 
@@ -142,3 +140,36 @@ def test_convlstm_forecaster_verifies_and_equals_brevitas(tmp_path, weights, io_
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["mismatches"] == 0 and rep["samples"] == 150
+    # the file itself, both cells by the cell executor, on every sample
+    assert rep["independent"]["executor"] == CELL_EXECUTOR
+    assert rep["independent"]["equal"] == rep["independent"]["outputs"] == rep["outputs"]
+
+
+def test_a_recurrent_file_is_checked_against_itself_by_default(tmp_path, monkeypatch):
+    """verify of a recurrent file without --expected: the independent check runs the file
+    itself (its QuantLSTMCell by the cell executor, compiler/independent/cells.py) on every
+    sample -- never 'none' -- and fails when the frontend misreads the cell (``reverse_input``
+    read as 1), though the C-simulation equals the misread reference."""
+    from tessera.compiler.frontend.handlers import recurrent as recurrent_handlers
+
+    from ..conformance.sequences import lstm_last_step
+
+    path = lstm_last_step(True)(tmp_path / "m.onnx")
+    runner = CliRunner()
+    verify = lambda prj: runner.invoke(main, ["verify", str(path), str(prj), "--samples", "50",  # noqa: E731
+                                              "--report", str(tmp_path / "r.json")])
+    assert runner.invoke(main, ["compile", str(path), "-o", str(tmp_path / "prj")]).exit_code == 0
+    r = verify(tmp_path / "prj")
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 0, r.output
+    assert lines[-2] == f"independent check: 300/300 outputs equal {CELL_EXECUTOR}", lines
+    real = recurrent_handlers.attribute
+    monkeypatch.setattr(recurrent_handlers, "attribute",
+                        lambda node, name, default=None: 1 if name == "reverse_input" else real(node, name, default))
+    assert runner.invoke(main, ["compile", str(path), "-o", str(tmp_path / "misread")]).exit_code == 0
+    r = verify(tmp_path / "misread")
+    lines = r.output.strip().splitlines()
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert r.exit_code == 1 and rep["mismatches"] == 0 and rep["independent"]["differing_outputs"] > 0, r.output
+    assert lines[-2].startswith("independent check: FAILED"), lines
+    assert lines[-1].startswith("FAILED: independent check: "), lines

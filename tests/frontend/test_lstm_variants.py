@@ -7,7 +7,7 @@ fractional bits (its Quant's integer codes and one dyadic scale), the bidirectio
 state given as the graph's second input.
 
 The exact reference's real outputs equal the file run in float64 by the cell executor
-(models/rnn/onnx_run.py, sharing no code with the op) on every output of random inputs; the
+(compiler/independent/cells.py, sharing no code with the op) on every output of random inputs; the
 C-simulation of the same models is the conformance suite's (brevitas_quant_lstm_*,
 hls4ml_quant_lstm, hls4ml_quant_lstm_h0)."""
 
@@ -265,15 +265,14 @@ def _reversed_cell_read_at(index: int):
 def test_a_reversed_cell_outputs_in_time_order_and_ends_at_time_zero(tmp_path):
     """The reversed cell's last state processed is its output at time 0 (brevitas' forward and
     ONNX LSTM direction=reverse return the sequence in time order): ``y[:, 0]`` is the op's
-    last state, ``y[:, -1]`` (its first step) is refused."""
+    last state, ``y[:, -1]`` (its first step) a crop of the sequence, one step."""
     model = brevitas_quant_lstm("bidirectional")(tmp_path / "m.onnx")
     whole = run_cell_onnx(model, {"input": np.ones((1, 5, 8), np.float32)})["output"]
-    last = _edited(model, _reversed_cell_read_at(0))
-    g = api.load_model(last)
-    (cell,) = g.nodes
-    assert cell.attrs.reverse and not cell.attrs.return_sequences
-    codes = g.input_map.codes(np.ones((1, 5, 8), np.float32))
-    assert np.array_equal(g.real(g.output, run_ir(g, codes)).reshape(-1), whole[0, 0, 16:])
-    first = _edited(brevitas_quant_lstm("bidirectional")(tmp_path / "n.onnx"), _reversed_cell_read_at(-1))
-    refused_in_one_line(first, r"\(Gather\): only the last step processed \(axis 1, index -1; index 0 of a "
-                               r"reversed cell\)")
+    for index, ops in ((0, ["lstm"]), (-1, ["lstm", "crop", "flatten"])):
+        read = tmp_path / f"read{index}.onnx"
+        read.write_bytes(model.read_bytes())
+        g = api.load_model(_edited(read, _reversed_cell_read_at(index)))
+        assert [n.op for n in g.nodes] == ops
+        assert g.nodes[0].attrs.reverse and g.nodes[0].attrs.return_sequences == (index != 0)
+        codes = g.input_map.codes(np.ones((1, 5, 8), np.float32))
+        assert np.array_equal(g.real(g.output, run_ir(g, codes)).reshape(-1), whole[0, index, 16:])

@@ -1,5 +1,5 @@
-"""ONNX ``Slice`` with step 1: a box of channels and spatial positions (the ``crop`` op, the
-partitioner's own), codes copied; codes with a real meaning per channel keep the kept
+"""ONNX ``Slice`` with positive steps: a box of channels and spatial positions (the ``crop``
+op, the partitioner's own), codes copied; codes with a real meaning per channel keep the kept
 channels' meanings.  The exact reference equals the file run in float64 on every output, and
 the C-simulation equals the reference."""
 
@@ -44,9 +44,23 @@ def test_slice_is_exact(tmp_path, starts, ends, axes, out_shape, per_channel):
     assert "crop" in [n.op for n in g.nodes]
 
 
-def test_a_slice_with_steps_is_refused_in_one_line(tmp_path):
-    refused_in_one_line(_sliced(tmp_path / "m.onnx", [0], [6], [2], [4, 3, 6], steps=[2]),
-                        r"node 'slice' \(Slice\): steps=\[2\] are not supported \(only 1\)")
+@pytest.mark.parametrize("starts,ends,axes,steps,out_shape", [
+    ([0], [6], [2], [2], [4, 3, 6]),  # every other row
+    ([0], [4], [1], [3], [2, 6, 6]),  # channels 0 and 3
+    ([0, 1], [6, 6], [2, 3], [2, 2], [4, 3, 3]),  # rows 0, 2, 4 and columns 1, 3, 5
+    ([-1], [2**62], [3], [4], [4, 6, 1]),  # from the last column on: one
+])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_a_slice_with_positive_steps_is_exact(tmp_path, starts, ends, axes, steps, out_shape, per_channel):
+    g = _exact_and_independent(_sliced(tmp_path / "m.onnx", starts, ends, axes, out_shape, steps=steps,
+                                       per_channel=per_channel), 1000)
+    (crop,) = [n for n in g.nodes if n.op == "crop"]
+    assert g.values[crop.output].shape == tuple(out_shape) == g.values[g.output].shape
+
+
+def test_a_slice_with_a_negative_step_is_refused_in_one_line(tmp_path):
+    refused_in_one_line(_sliced(tmp_path / "m.onnx", [5], [0], [2], [4, 5, 6], steps=[-1]),
+                        r"node 'slice' \(Slice\): steps=\[-1\] are not supported \(only positive steps\)")
 
 
 @pytest.mark.csim
@@ -54,6 +68,14 @@ def test_a_slice_with_steps_is_refused_in_one_line(tmp_path):
 def test_slice_csim_equals_reference_and_users_model(tmp_path, io_type):
     csim_verified(_sliced(tmp_path / "m.onnx", [1, 1], [3, 5], [1, 2], [2, 4, 6], per_channel=True), tmp_path / "prj",
                   io_type, 200, 48)
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("io_type", ["io_parallel", "io_stream"])
+def test_strided_slice_csim_equals_reference_and_users_model(tmp_path, io_type):
+    """Channels 0 and 2, rows 0, 2, 4, columns 1, 3, 5: the kernel's steps on every axis."""
+    csim_verified(_sliced(tmp_path / "m.onnx", [0, 0, 1], [4, 6, 6], [1, 2, 3], [2, 3, 3], steps=[2, 2, 2],
+                          per_channel=True), tmp_path / "prj", io_type, 200, 18)
 
 
 def _split(path, opset: int, sizes=None):
@@ -88,7 +110,8 @@ def test_a_split_that_does_not_add_up_is_refused_in_one_line(tmp_path):
 
 def test_bounds_that_are_not_one_pair_per_distinct_axis_are_refused_in_one_line(tmp_path):
     refused_in_one_line(_sliced(tmp_path / "m.onnx", [1, 0], [3, 2], [1], [2, 6, 6]),
-                        r"node 'slice' \(Slice\): starts=\[1, 0\], ends=\[3, 2\] and axes=\[1\] are not one bound pair")
+                        r"node 'slice' \(Slice\): starts=\[1, 0\], ends=\[3, 2\], axes=\[1\] and steps=\[1, 1\] are not one "
+                        r"bound pair per distinct axis")
 
 
 def test_slice_of_opset_9_reads_its_attributes(tmp_path):

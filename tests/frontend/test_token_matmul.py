@@ -59,7 +59,25 @@ def test_a_bias_after_float_scaled_token_sums_read_by_another_op_is_refused_in_o
     m.graph.node.insert(list(m.graph.node).index(quant), relu)
     onnx.save(m, str(path))
     refused_in_one_line(path, r"node 'bias' \(Add\): a constant of shape \[4\] after float-scaled sums over tokens is "
-                              r"supported as their bias \(one value per output feature, 4\) before a Quant only")
+                              r"supported as their bias \(one value per output feature, 4\) before a Quant or as the "
+                              r"graph output only")
+
+
+def test_a_bias_after_float_scaled_token_sums_at_the_graph_output_keeps_each_features_meaning(tmp_path):
+    """No Quant after the biased sums (a per-step head's logits, brevitas' QuantLinear on a
+    sequence): the transpose moves the accumulator, each output element keeps its feature's
+    scale and offset (one per element), and the output equals the file on its code grid."""
+    path = _tokens(tmp_path / "m.onnx", float_weights=True, bias=True)
+    m = onnx.load(str(path))
+    last = next(n for n in m.graph.node if n.output[0] == "y")
+    m.graph.node.remove(last)
+    next(n for n in m.graph.node if n.output[0] == "mb").output[0] = "y"
+    onnx.save(m, str(path))
+    g = _exact_and_independent(path, 1000)
+    assert [n.op for n in g.nodes] == ["transpose", "conv", "transpose"]
+    meaning = g.scales[g.output]
+    zeros = np.array(meaning.zero, dtype=object).reshape(TOKENS, OUT)  # token-major: each token's features
+    assert meaning.accumulator and (zeros == zeros[0]).all() and len(set(zeros[0])) > 1
 
 
 @pytest.mark.csim

@@ -1,10 +1,11 @@
 """Bounded fuzzing: mutated real exports either compile to a project that verifies, or are
 refused with a one-line TesseraError; never an unhandled exception, a hang or a crash.  A
-compiled feed-forward mutant also equals the mutated file itself, run by the independent
-executor (compiler/independent.py).
+compiled mutant also equals the mutated file itself, run by the independent executor
+(compiler/independent/; recurrent cells by compiler/independent/cells.py).
 
 Mutations touch attributes, initializer values and shapes, graph edges and op types of
-Brevitas/QONNX exports.  Every case runs the frontend and the exact reference (reference ==
+Brevitas/QONNX exports, window ops (dilations, a Pad of any mode before one), and the steps a
+recurrent classifier reads (another step, a Slice of several).  Every case runs the frontend and the exact reference (reference ==
 integer semantics); the first ``TESSERA_FUZZ_CSIM`` distinct compiled mutants also go
 through ``tessera compile`` and a g++ C-simulation ``tessera verify``.  CI runs a bounded
 number of cases; ``python bench/fuzz.py`` runs a longer campaign and writes
@@ -23,7 +24,7 @@ import time
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 from tessera.compiler.errors import TesseraError
 from tessera.compiler.pipeline import compile_ir
@@ -41,7 +42,7 @@ CASE_SECONDS = 120
 def mutate(model: onnx.ModelProto, rng: np.random.Generator) -> tuple[onnx.ModelProto, str]:
     m = copy.deepcopy(model)
     g = m.graph
-    kind = rng.integers(0, 7)
+    kind = rng.integers(0, 8)
     if kind == 0 and g.initializer:  # scale/values: random multiplier (often not a power of two)
         init = g.initializer[rng.integers(len(g.initializer))]
         a = numpy_helper.to_array(init).astype(np.float64)
@@ -54,6 +55,8 @@ def mutate(model: onnx.ModelProto, rng: np.random.Generator) -> tuple[onnx.Model
         new = a[: max(0, a.size - 1)] if a.size > 1 else np.concatenate([a, a])
         init.CopyFrom(numpy_helper.from_array(new, init.name))
         return m, f"reshape initializer {init.name}"
+    if kind == 7:
+        return mutate_window(m, rng)
     node = g.node[rng.integers(len(g.node))]
     if kind == 2 and node.attribute:  # attribute value
         a = node.attribute[rng.integers(len(node.attribute))]
@@ -87,6 +90,73 @@ def mutate(model: onnx.ModelProto, rng: np.random.Generator) -> tuple[onnx.Model
     return m, "no-op"
 
 
+
+
+def mutate_window(m: onnx.ModelProto, rng: np.random.Generator) -> tuple[onnx.ModelProto, str]:
+    """A window op (Conv, MaxPool, AveragePool) of ``m`` dilated, or read through a new Pad of
+    mode constant, reflect or edge (wrap from opset 19): its own pads moved into the Pad (the
+    shapes stay), or 0..2 on each side of each spatial axis where it has none."""
+    g = m.graph
+    nodes = [n for n in g.node if n.op_type in ("Conv", "MaxPool", "AveragePool")]
+    kernels = [next((list(a.ints) for a in n.attribute if a.name == "kernel_shape"), None) for n in nodes]
+    picks = [(n, k) for n, k in zip(nodes, kernels) if k]
+    if not picks:
+        return mutate_sequence(m, rng)
+    node, kernel = picks[rng.integers(len(picks))]
+    if rng.random() < 0.5:
+        dilations = [int(rng.integers(1, 4)) for _ in kernel]
+        for a in [a for a in node.attribute if a.name == "dilations"]:
+            node.attribute.remove(a)
+        node.attribute.append(helper.make_attribute("dilations", dilations))
+        return m, f"dilations {dilations} of {node.name}"
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 13)
+    mode = str(rng.choice(["constant", "reflect", "edge"] + (["wrap"] if opset >= 19 else [])))
+    own = next((list(a.ints) for a in node.attribute if a.name == "pads"), [])
+    if any(own):  # the node's own padding moved into the Pad: the shapes stay
+        begins, ends = own[:len(kernel)], own[len(kernel):]
+        node.attribute.remove(next(a for a in node.attribute if a.name == "pads"))
+    else:
+        begins, ends = ([int(rng.integers(0, 3)) for _ in kernel] for _ in range(2))
+    name = f"{node.name}_pad"
+    g.initializer.append(numpy_helper.from_array(np.array([0, 0, *begins, 0, 0, *ends], dtype=np.int64), f"{name}_pads"))
+    g.node.insert(list(g.node).index(node), helper.make_node("Pad", [node.input[0], f"{name}_pads"], [name], name=name,
+                                                             mode=mode))
+    node.input[0] = name
+    return m, f"pad {mode} before {node.name}"
+
+
+def mutate_sequence(m: onnx.ModelProto, rng: np.random.Generator) -> tuple[onnx.ModelProto, str]:
+    """The step a recurrent classifier reads (``Gather(y, -1, axis=1)`` of a cell's sequence)
+    drawn again: another index (out of range included), or several steps -- a Slice of random
+    bounds and step (negative and empty ones included), flattened, the classifier's weight tiled
+    to read each step's features alike.  A model without such a Gather: unchanged, nothing drawn."""
+    g = m.graph
+    cells = {n.output[0] for n in g.node if n.op_type in ("QuantLSTMCell", "QuantGRUCell")}
+    node = next((n for n in g.node if n.op_type == "Gather" and n.input[0] in cells), None)
+    gemm = next((n for n in g.node if n.op_type == "Gemm"), None)
+    if node is None or gemm is None:
+        return m, "no-op"
+    steps = g.input[0].type.tensor_type.shape.dim[1].dim_value
+    if rng.random() < 0.4:
+        index = int(rng.integers(-steps - 1, steps + 1))
+        init = next(i for i in g.initializer if i.name == node.input[1])
+        init.CopyFrom(numpy_helper.from_array(np.array(index, dtype=np.int64), init.name))
+        return m, f"sequence step {index}"
+    start, end = int(rng.integers(-steps, steps + 1)), int(rng.integers(-steps, steps + 2))
+    step = int(rng.choice([1, 1, 2, 3, -1]))
+    count = len(range(*slice(start, end, step).indices(steps)))
+    name = f"{node.name}_slice"
+    g.initializer.extend(numpy_helper.from_array(np.array([v], dtype=np.int64), f"{name}_{k}")
+                         for k, v in (("starts", start), ("ends", end), ("axes", 1), ("steps", step)))
+    at = list(g.node).index(node)
+    g.node.remove(node)
+    g.node.insert(at, helper.make_node("Flatten", [name], [node.output[0]], name=f"{name}_flatten", axis=1))
+    g.node.insert(at, helper.make_node("Slice", [node.input[0], *(f"{name}_{k}" for k in ("starts", "ends", "axes",
+                                                                                          "steps"))], [name], name=name))
+    weight = next((n.input[0] for n in g.node if n.output[0] == gemm.input[1] and n.op_type == "Quant"), gemm.input[1])
+    init = next(i for i in g.initializer if i.name == weight)
+    init.CopyFrom(numpy_helper.from_array(np.tile(numpy_helper.to_array(init), (1, max(count, 1))), init.name))
+    return m, f"sequence slice {start}:{end}:{step} ({count} steps)"
 
 
 def _seeds(tmp_path, make_qonnx_mlp, brevitas_kit):
@@ -248,10 +318,11 @@ def _recurrent_seeds(tmp_path):
 
 
 def test_fuzz_recurrent_frontend_never_crashes(tmp_path):
-    """The same mutations on exported LSTM / GRU classifiers and a ConvLSTM frame predictor."""
+    """The same mutations on exported LSTM / GRU classifiers and a ConvLSTM frame predictor, and
+    the steps the classifiers read drawn again (:func:`mutate_sequence`): each compiled mutant
+    equals the mutated file run by the independent executor, its cells included."""
     t0 = time.perf_counter()
-    outcomes = _fuzz(_recurrent_seeds(tmp_path), np.random.default_rng(7), max(30, N_CASES // 3), 8, tmp_path,
-                     independent=False)  # no ONNX executor runs the cells
+    outcomes = _fuzz(_recurrent_seeds(tmp_path), np.random.default_rng(7), max(30, N_CASES // 3), 8, tmp_path)
     assert outcomes["compiled"] > 0 and outcomes["refused"] > 0, outcomes
     outcomes["seconds"] = round(time.perf_counter() - t0, 1)
     _report("recurrent", outcomes)

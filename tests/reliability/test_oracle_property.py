@@ -1,6 +1,9 @@
-"""Property: random small QONNX graphs of the supported ops (windows, BatchNorm on codes,
+"""Property: random small QONNX graphs of the supported ops (input quantizers per tensor or per
+channel, the input sometimes quantized twice and joined again, windows (dilated pools, a Pad of
+any mode before a window op), averages rounded by a Quant or a QONNX Trunc, BatchNorm on codes,
 tabulated nonlinearities, two branches joined by Max / Min / Sub / Add, Slice and Split,
-ReduceMean; sometimes two inputs, sometimes two outputs), with random attributes (modelled
+ReduceMean, LeakyRelu / PRelu / Resize / tables sometimes ended by a 16-bit Quant of a float
+scale; sometimes two inputs, sometimes two outputs), with random attributes (modelled
 and unmodelled values, odd shapes), are refused by the compiler in one line, or compile to a
 design that equals the user's file itself -- run by the independent executor in float64 --
 on every sample.  A few C-simulate too.
@@ -56,15 +59,60 @@ class _Builder:
         self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
         return out
 
-    def quant(self, x: str, bits=None, signed=None) -> str:
+    def quant(self, x: str, bits=None, signed=None, scale=None) -> str:
         r = self.rng
         bits = int(bits or r.integers(3, 9))
         signed = int(r.integers(0, 2)) if signed is None else signed
+        scale = 2.0 ** -int(r.integers(1, 6)) if scale is None else scale
         out = self.name("quant")
         self.nodes.append(helper.make_node(
-            "Quant", [x, self.const(2.0 ** -int(r.integers(1, 6))), self.const(0.0), self.const(float(bits))], [out],
+            "Quant", [x, self.const(scale), self.const(0.0), self.const(float(bits))], [out],
             domain="qonnx.custom_op.general", name=out, signed=signed, narrow=int(r.random() < 0.15),
             rounding_mode=str(r.choice(MODES))))
+        return out
+
+    def trunc(self, x: str) -> str:
+        """A QONNX Trunc (v2, 6 inputs) of ``x``: a power-of-two scale, an output scale 1/2 to 8
+        times it (1: it drops no bits), zero point 0 (sometimes 1/2), a random rounding mode."""
+        r = self.rng
+        scale = 2.0 ** -int(r.integers(1, 6))
+        out = self.name("trunc")
+        self.nodes.append(helper.make_node(
+            "Trunc", [x, self.const(scale), self.const(0.5 if r.random() < 0.1 else 0.0), self.const(16.0),
+                      self.const(scale * 2.0 ** int(r.integers(-1, 4))), self.const(float(r.integers(3, 9)))], [out],
+            domain="qonnx.custom_op.general", name=out, signed=int(r.integers(0, 2)), narrow=int(r.random() < 0.15),
+            rounding_mode=str(r.choice(MODES))))
+        return out
+
+    def rounded(self, x: str) -> str:
+        """``x`` (an average) rounded by a Quant, or a third of the time by a Trunc."""
+        return self.trunc(x) if self.rng.random() < 0.35 else self.quant(x)
+
+    def maybe_wide(self, x: str, chance: float = 0.3) -> str:
+        """Sometimes a 16-bit Quant of a float scale right after ``x`` (a piecewise requantization
+        or a 16-bit table); else ``x`` itself."""
+        r = self.rng
+        if r.random() >= chance:
+            return x
+        return self.quant(x, bits=16, scale=float(np.float32(r.uniform(2.0 ** -12, 2.0 ** -5))))
+
+    def input_quant(self, x: str, shape: tuple[int, int, int]) -> str:
+        """The graph input's Quant: one power-of-two scale with zero 0, or (a third of the time)
+        float scales and zero points (integer or real) per channel, of shape (1, C, 1, 1) or
+        (C, 1, 1), or rarely per element of the (C, H, W) input (refused where they vary over
+        the positions)."""
+        r, c = self.rng, shape[0]
+        kind = r.random()
+        if kind >= 0.35:
+            return self.quant(x, signed=1)
+        form = [(1, *shape), (1, c, 1, 1), (c, 1, 1)][int(r.integers(1, 3)) if kind >= 0.05 else 0]
+        bits, signed = int(r.integers(3, 9)), int(r.integers(0, 2))
+        zero = r.integers(-2, 3, form) if r.random() < 0.6 else r.uniform(-1, 1, form)
+        out = self.name("quant")
+        scale, zero = self.const(r.uniform(2.0 ** -5, 2.0 ** -1, form)), self.const(zero if signed else np.abs(zero))
+        self.nodes.append(helper.make_node(
+            "Quant", [x, scale, zero, self.const(float(bits))], [out], domain="qonnx.custom_op.general", name=out,
+            signed=signed, narrow=int(r.random() < 0.15), rounding_mode=str(r.choice(MODES))))
         return out
 
 
@@ -73,6 +121,22 @@ def _pads(r, n: int, k) -> dict:
     if auto != "NOTSET":
         return {"auto_pad": auto}
     return {"pads": [int(r.integers(0, kk)) for kk in k] * 2} if r.random() < 0.6 else {}
+
+
+def _dilations(r) -> dict:
+    return {"dilations": [int(r.integers(1, 4)), int(r.integers(1, 4))]}
+
+
+#: Pad modes: a constant zero pad folds into a Conv or AveragePool (refused before a MaxPool),
+#: reflect and edge copy codes, wrap (opset 19) is refused
+PAD_MODES = ["constant", "reflect", "edge"]
+
+
+def _pad(b: "_Builder", r: np.random.Generator, x: str, opset: int) -> str:
+    """A Pad of the spatial axes (0..2 each side; reflect refused where a pad reaches the length)."""
+    mode = str(r.choice(PAD_MODES + (["wrap"] if opset >= 19 else [])))
+    pads = [0, 0, *(int(r.integers(0, 3)) for _ in range(2)), 0, 0, *(int(r.integers(0, 3)) for _ in range(2))]
+    return b.node("Pad", [x, b.ints(pads, "pads")], mode=mode)
 
 
 TABLES = {"Sigmoid": {}, "Tanh": {}, "HardSigmoid": {"alpha": 0.3}, "HardSwish": {}, "Elu": {}, "Selu": {},
@@ -119,15 +183,21 @@ def _pieces(b: _Builder, r: np.random.Generator, x: str, c: int) -> tuple[str, i
 
 
 def random_model(r: np.random.Generator, path: Path) -> Path:
-    """A random graph: Quant(x) (sometimes joined with a second input, Quant(x2)) -> 1..3
-    layers -> Quant, and sometimes a second output; opset 13 or 19."""
+    """A random graph: Quant(x) (per tensor or per channel; sometimes a second Quant of x or
+    of a second input, Quant(x2), joined with it) -> 1..3 layers -> Quant, and sometimes a
+    second output; opset 13 or 19."""
     b = _Builder(r)
     opset = int(r.choice([13, 19]))
     c, h, w = int(r.integers(1, 4)), int(r.integers(3, 9)), int(r.integers(3, 9))
     c_in = c
-    x = b.quant("x", signed=1)
+    x = b.input_quant("x", (c, h, w))
     inputs = ["x"]
-    if r.random() < 0.25:  # a second input on its own grid, joined with the first
+    if r.random() < 0.12:  # the input quantized a second time, differently, the branches joined again
+        join = str(r.choice(["Add", "Sub", "Max", "Min", "Concat"]))
+        again = b.quant("x", signed=int(r.integers(0, 2)))
+        x = b.quant(b.node(join, [x, again], **({"axis": 1} if join == "Concat" else {})))
+        c = 2 * c if join == "Concat" else c
+    elif r.random() < 0.25:  # a second input on its own grid, joined with the first
         inputs.append("x2")
         x = b.quant(b.node(str(r.choice(["Add", "Sub", "Max", "Min"])), [x, b.quant("x2", signed=int(r.integers(0, 2)))]))
     outputs = ["y"]
@@ -140,14 +210,16 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
         k = [int(r.integers(1, 4)), int(r.integers(1, 4))]
         s = [int(r.integers(1, 3)), int(r.integers(1, 3))]
         op = r.choice(["conv", "maxpool", "avgpool", "relu", "leakyrelu", "resize", "gap", "batchnorm", "table",
-                       "branches", "pieces", "mean", "curve"])
+                       "branches", "pieces", "mean", "curve", "pad"])
         if op == "batchnorm":
             stats = [b.const(r.uniform(lo, hi, c)) for lo, hi in ((0.5, 2), (-1, 1), (-1, 1), (0.1, 2))]
             x = b.quant(b.node("BatchNormalization", [x, *stats], epsilon=1e-5))
             continue
         if op == "table":
             name = str(r.choice([t for t in TABLES if t != "HardSwish" or opset >= 14]))
-            x = b.quant(b.node(name, [x], **TABLES[name]))
+            table = b.node(name, [x], **TABLES[name])
+            wide = b.maybe_wide(table)
+            x = wide if wide != table else b.quant(table)
             continue
         if op == "branches":
             x, c = _branches(b, r, x, c)
@@ -164,6 +236,9 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
             ins = [x] if opset < 18 else [x, b.ints([2, 3], "axes")]
             x = b.quant(b.node("ReduceMean", ins, keepdims=keep, **axes))
             break
+        if op == "pad":  # a Pad of any mode, then a window op reading it
+            x = _pad(b, r, x, opset)
+            op = str(r.choice(["conv", "maxpool", "avgpool"]))
         if op == "conv":
             group = c if c > 1 and r.random() < 0.2 else 1  # depthwise (multiplier 1 or 2)
             f = c * int(r.integers(1, 3)) if group > 1 else int(r.integers(1, 4))
@@ -174,14 +249,20 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
             c = f
         elif op == "maxpool":
             extra = {"ceil_mode": 1} if r.random() < 0.1 else {}
+            extra.update(_dilations(r) if r.random() < 0.25 else {})
             x = b.node("MaxPool", [x], kernel_shape=k, strides=s, **_pads(r, 2, k), **extra)
         elif op == "avgpool":
-            x = b.quant(b.node("AveragePool", [x], kernel_shape=k, strides=s, count_include_pad=int(r.integers(0, 2)),
-                               **_pads(r, 2, k)))
+            extra = _dilations(r) if opset >= 19 and r.random() < 0.3 else {}  # AveragePool's since opset 19
+            x = b.rounded(b.node("AveragePool", [x], kernel_shape=k, strides=s, count_include_pad=int(r.integers(0, 2)),
+                                 **_pads(r, 2, k), **extra))
         elif op == "relu":
             x = b.node("Relu", [x])
-        elif op == "leakyrelu":
-            x = b.node("LeakyRelu", [x], alpha=float(r.choice([0.125, 0.25, 0.1])))
+        elif op == "leakyrelu":  # or a PRelu of a slope per channel; sometimes a 16-bit Quant after either
+            if r.random() < 0.3:
+                x = b.node("PRelu", [x, b.const(r.choice([-0.3, 0.1, 0.2, 0.25, 0.7], size=(c, 1, 1)))])
+            else:
+                x = b.node("LeakyRelu", [x], alpha=float(r.choice([0.125, 0.25, 0.1])))
+            x = b.maybe_wide(x)
         elif op == "resize":
             attrs = {"mode": "nearest" if r.random() < 0.7 else str(r.choice(["linear", "linear", "cubic"]))}  # cubic: refused
             if r.random() < 0.7:
@@ -190,9 +271,9 @@ def random_model(r: np.random.Generator, path: Path) -> Path:
             if r.random() < 0.7:
                 attrs["nearest_mode"] = str(r.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]))
             scale = lambda: float(r.choice([1, 2, 3, 0.5, 0.75, 1.5, 2.4]))  # noqa: E731 - fractional too
-            x = b.node("Resize", [x, "", b.const([1, 1, scale(), scale()])], **attrs)
+            x = b.maybe_wide(b.node("Resize", [x, "", b.const([1, 1, scale(), scale()])], **attrs))
         else:
-            x = b.quant(b.node("GlobalAveragePool", [x]))
+            x = b.rounded(b.node("GlobalAveragePool", [x]))
             break
     b.quant(x)
     b.nodes[-1].output[0] = "y"

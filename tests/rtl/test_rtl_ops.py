@@ -23,7 +23,7 @@ from tessera.compiler.errors import UnsupportedModelError  # noqa: E402
 from tessera.compiler.exact.rounding import Rounding, div_round  # noqa: E402
 from tessera.compiler.ir.types import FixedType  # noqa: E402
 from tessera.compiler.ops import (avgpool, conv, convtranspose, crop, depthtospace, flatten, globalavgpool,  # noqa: E402
-                                  interpolate, leakyrelu, lut, maximum, maxpool, merge, quant, relu, staircase,
+                                  interpolate, leakyrelu, lut, maximum, maxpool, merge, pad, quant, relu, staircase,
                                   transpose, upsample)
 from tessera.compiler.reference.interpret import run_ir  # noqa: E402
 from tessera.compiler.rtl.builder import DaBuilder  # noqa: E402
@@ -102,6 +102,23 @@ MAXPOOLS = [  # (input shape, kernel, strides, pads)
 def test_maxpool(make_graph, make_type, case, signed):
     shape, kernel, strides, pads = MAXPOOLS[case]
     assert_rtl_exact(make_graph(make_type(5, 1, signed, shape), ("maxpool", maxpool.Attrs(kernel, strides, pads))))
+
+
+DILATED = [  # (input shape, kernel, strides, pads, dilations)
+    ((2, 13), (3,), (1,), (2, 1), (3,)),
+    ((2, 8, 9), (3, 2), (2, 1), (2, 1, 1, 2), (2, 3)),
+    ((1, 5, 6, 7), (2, 2, 2), (1, 2, 1), (1, 0, 1, 0, 1, 1), (2, 3, 2)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(DILATED)))
+def test_dilated_pools(make_graph, make_type, case):
+    """Taps ``dilation`` apart: a max tree of the real taps; the average's window sums and divisors."""
+    shape, kernel, strides, pads, dilations = DILATED[case]
+    assert_rtl_exact(make_graph(make_type(5, 1, True, shape), ("maxpool", maxpool.Attrs(kernel, strides, pads, dilations))))
+    if len(kernel) > 1:
+        attrs = avgpool.Attrs(kernel, strides, pads, False, q(6, 3, True, "HALF_UP"), dilations)
+        assert_rtl_exact(make_graph(make_type(6, 2, True, shape), ("avgpool", attrs)))
 
 
 AVGPOOLS = [  # (input shape, kernel, strides, pads, count_include_pad)
@@ -196,6 +213,9 @@ def test_maximum(make_dag, make_type, minimum):
     ((1, 2, 2, 3), "upsample", upsample.Attrs((2, 1, 2))),
     ((12, 3, 2), "depthtospace", depthtospace.Attrs(2)),
     ((18, 2, 3), "depthtospace", depthtospace.Attrs(3, crd=True)),
+    ((2, 7), "pad", pad.Attrs((2, 3), pad.PadMode.REFLECT)),
+    ((2, 4, 5), "pad", pad.Attrs((1, 2, 3, 1), pad.PadMode.EDGE)),
+    ((1, 3, 3, 4), "pad", pad.Attrs((2, 0, 1, 1, 2, 0), pad.PadMode.REFLECT)),
 ])
 def test_data_movement(make_graph, make_type, shape, op, attrs):
     assert_rtl_exact(make_graph(make_type(6, 2, True, shape), (op, attrs)))

@@ -299,17 +299,20 @@ def _token_bias_in_flight(state: ImportState, node: onnx.NodeProto, a: str) -> N
     output feature is a per-channel offset of the convolution's accumulator, before the
     transpose back to tokens (after it the features lie on the last axis, where no meaning
     is per channel).  So the transpose waits: the Quant that must follow rounds the
-    accumulator per feature, then the transpose moves its codes (``state.token_biases``)."""
+    accumulator per feature, then the transpose moves its codes (``state.moved_after_quant``);
+    at the graph output, the transpose moves the accumulator, each element keeping its
+    feature's meaning (``real.affine_output``)."""
     c = node.input[1] if node.input[0] == a else node.input[0]
     b = np.asarray(state.const(c, node, "one operand"), dtype=np.float64)
     back = state.graph.producer(state.values[a].value)  # the transpose of the accumulator codes
     features = state.type_of(back.inputs[0]).shape[0]
     users = state.users(node.output[0])
+    output = not users and any(o.name == node.output[0] for o in state.model.graph.output)
     if b.size not in (1, features) or (b.size > 1 and b.shape[-1] != features) or len(state.users(a)) != 1 or \
-            len(users) != 1 or users[0].op_type not in QUANTIZERS:
+            not (output or (len(users) == 1 and users[0].op_type in ("Quant", "IntQuant"))):
         raise UnsupportedModelError(f"node '{node.name}' (Add): a constant of shape {list(b.shape)} after float-scaled "
                                     f"sums over tokens is supported as their bias (one value per output feature, "
-                                    f"{features}) before a Quant only")
+                                    f"{features}) before a Quant or as the graph output only")
     check_finite(b, node, c)
     state.token_layers.pop(a)
     state.graph.nodes.remove(back)
@@ -319,7 +322,7 @@ def _token_bias_in_flight(state: ImportState, node: onnx.NodeProto, a: str) -> N
     bias = fractions(np.broadcast_to(b.reshape(-1), (features,)))
     state.values[node.output[0]] = replace(pre, value=back.inputs[0], a=tuple(m for m, _ in pairs),
                                            b=tuple(o + v for (_, o), v in zip(pairs, bias)), source=node.name)
-    state.token_biases[node.output[0]] = back
+    state.moved_after_quant[node.output[0]] = back
 
 
 def _fold_token_bias(state: ImportState, node: onnx.NodeProto, a: str, src: str, b: np.ndarray) -> None:
@@ -380,9 +383,17 @@ def batch_normalization(state: ImportState, node: onnx.NodeProto) -> None:
 def softmax(state: ImportState, node: onnx.NodeProto) -> None:
     """A trailing Softmax: the design computes its logits exactly and stops there (a one-line
     notice; the independent check compares the logits)."""
-    if [o.name for o in state.model.graph.output] != [node.output[0]]:
-        raise UnsupportedModelError(f"node '{node.name}' (Softmax): only a Softmax producing the graph's one output "
-                                    "is supported (the design then outputs its logits)")
+    outputs = [o.name for o in state.model.graph.output]
+    if outputs != [node.output[0]]:
+        readers = state.users(node.output[0])
+        where = (f"its output is read by node '{readers[0].name}'" if readers else
+                 f"it produces one of the graph's {len(outputs)} outputs" if node.output[0] in outputs else
+                 "its output is not the graph's output")
+        raise UnsupportedModelError(f"node '{node.name}' (Softmax): {where}, and a float Softmax over a row has no "
+                                    "exact finite table (each output, exp(x_i) / sum_j exp(x_j), reads the whole row and is "
+                                    "irrational unless the row's values are all equal); "
+                                    "only a Softmax producing the graph's one output is compiled (the design then "
+                                    "outputs its logits)")
     state.values[node.output[0]] = state.values.get(node.input[0])
     state.graph.softmax = node.name
 

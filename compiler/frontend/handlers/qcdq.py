@@ -17,8 +17,9 @@ per-axis scale keeps its axis.
   ``[lo, hi]``, ``y - z = clamp(round_half_even(x / s), lo - z, hi - z)`` (an integer moves
   out of a clamp and a rounding): QONNX's ``Quant`` with scale ``s`` (per tensor or per
   channel), zero point 0 and that range, read by the Quant handler like any Quant (where the
-  range is no bit width's, a clip of the real value to ``[(lo - z) s, (hi - z) s]`` first).
-  Zero points that differ per channel are the Quant's own zero points where every one is
+  range is no bit width's, a clip of the real value to ``[(lo - z) s, (hi - z) s]`` first;
+  on the graph input with a scale per channel, that range is the input quantizer's own, one
+  for every channel).  Zero points that differ per channel are the Quant's own zero points where every one is
   even (``round_half_even(v) + z == round_half_even(v + z)`` for even ``z``); an odd one
   rounds ties the other way and is refused.
 """
@@ -41,7 +42,7 @@ from ..load import QONNX_DOMAIN
 from ..real import check_finite, clip_real, constant_codes
 from ..registry import handles
 from ..state import ImportState
-from ..values import Const, Pending, QuantizedCodes
+from ..values import Const, Pending, QuantizedCodes, RawInput, fractions
 from .quantizers import quant_node
 
 #: The integer code types of QuantizeLinear / DequantizeLinear and their ranges.
@@ -210,6 +211,11 @@ def _dequantize_codes(state: ImportState, node: onnx.NodeProto, codes: Quantized
             "on ties, a per-channel range the quantizer does not model")
     lo, hi = codes.lo - z, codes.hi - z
     source, form = codes.source, _bit_range(lo, hi)
+    raw = state.values.get(source)
+    if form is None and isinstance(raw, RawInput) and scale.size > 1:  # per channel, one code range: the input's
+        per_channel = lambda v: fractions(_along(v, axis, (1, *raw.shape), node).ravel())  # noqa: E731
+        state.quantize_input(node, raw, per_channel(scale), per_channel(quant_zero), lo, hi, Rounding.ROUND)
+        return
     if form is None and (zeros.size > 1 or scale.size > 1 or isinstance(state.values.get(source), Pending)):
         raise UnsupportedModelError(f"node '{node.name}' (DequantizeLinear): codes in [{codes.lo}, {codes.hi}] with "
                                     "per-channel parameters or after a nonlinearity: a range no bit width has; not "

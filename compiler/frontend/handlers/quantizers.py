@@ -3,7 +3,9 @@ constants, on the graph input and on activations, and ``Trunc`` (Brevitas' ``Tru
 
 A Quant on a constant gives integer codes (kept with their scale when it is not a power of
 two; a zero point subtracted: ``(q - z) * s`` is the weight); on the raw input it becomes the
-design's input quantizer (float operations before it folded in); on codes of a power-of-two
+design's input quantizer (float operations before it folded in; per tensor or per channel; a
+second, different quantizer of the same input makes the input the cell of the real line:
+``frontend/shared_input.py``); on codes of a power-of-two
 grid with zero point 0, a rounding mode and saturation ap_fixed has, a ``quant`` node (or the
 op waiting to fuse with it); anywhere else -- a value in flight, scaled codes, scales or zero
 points per channel, any real zero point, CEIL / UP, unsigned narrow range -- one ``rescale``
@@ -112,8 +114,8 @@ def quant_node(state: ImportState, node: onnx.NodeProto) -> None:
         _quantize_raw_input(state, node, x, q, grid, bits, signed, narrow)
         return
     ap_fixed = rounding.ap_fixed is not None and not (narrow and not signed)
-    if node.input[0] in state.token_biases:
-        _quant_then_tokens(state, node, x, q)
+    if node.input[0] in state.moved_after_quant:
+        _quant_then_move(state, node, x, q)
         return
     if isinstance(x, Affine) or (isinstance(x, Tensor) and (x.name in state.graph.scales or grid is None or
                                                              not ap_fixed)):
@@ -130,13 +132,17 @@ def quant_node(state: ImportState, node: onnx.NodeProto) -> None:
     state.add(node, quant.OP, [state.tensor(node.input[0], node)], attrs)
 
 
-def _quant_then_tokens(state: ImportState, node: onnx.NodeProto, x: Affine, q: Quantizer) -> None:
-    """The Quant after biased float-scaled token sums (``state.token_biases``): rounded per
-    feature on the convolution's accumulator, then transposed back to tokens."""
-    back = state.token_biases.pop(node.input[0])
+def _quant_then_move(state: ImportState, node: onnx.NodeProto, x: Affine, q: Quantizer) -> None:
+    """The Quant after a transpose that waits for it (``state.moved_after_quant``: biased
+    float-scaled token sums, a map in flight transposed into a sequence): rounded per channel
+    on the accumulator, then the transpose moves the codes.  A Quant of one scale and zero
+    point commutes with the transpose (it rounds every element alike), so this is the Quant of
+    the transposed value; one per channel of the transposed value is refused."""
+    back = state.moved_after_quant.pop(node.input[0])
     if q.meaning.channels > 1:
-        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): per-feature scales or zero points after "
-                                    "biased float-scaled sums over tokens are not supported")
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): per-channel scales or zero points after a "
+                                    "transpose of a value in flight whose channels have their own constants (biased "
+                                    "float-scaled sums over tokens, a map permuted into a sequence) are not supported")
     codes = quant_of_affine(state, node, x, q, part="features")
     state.add(node, OPS[back.op], [codes], back.attrs, keeps_scale=True)
 
@@ -174,15 +180,15 @@ def _per_channel(state: ImportState, node: onnx.NodeProto, x, scale: np.ndarray,
 
 def _quantize_raw_input(state: ImportState, node: onnx.NodeProto, x: RawInput, q: Quantizer, grid: int | None,
                         bits: int, signed: bool, narrow: bool) -> None:
-    """The model's first quantizer, on the real input."""
-    if q.meaning.channels > 1:
-        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): per-channel scales or zero points on the "
-                                    f"input (shapes {len(q.scale)}, {len(q.zero)}) are not supported")
-    if q.bipolar and q.zero[0]:
+    """The model's first quantizer, on the real input: per tensor, or with a scale and zero
+    point per channel (axis 0 of a sample: (C, 1, 1), (C, 1), or every element of a vector),
+    its codes then carrying each channel's meaning for the layer that reads them."""
+    scale, zero = (values[:1] if len(set(values)) == 1 else values for values in (q.scale, q.zero))
+    if q.bipolar and any(zero):
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): a bipolar (1-bit signed) input quantizer "
-                                    f"with zero point {float(q.zero[0]):g} is not supported")
+                                    f"with zero point {float(next(z for z in zero if z)):g} is not supported")
     if grid is None or x.preprocessed:
-        state.quantize_input(node, x, q.scale[0], q.zero[0], bits, signed, narrow, q.rounding, q.bipolar)
+        state.quantize_input(node, x, scale, zero, *((0, 1) if q.bipolar else (q.qmin, q.qmax)), q.rounding, q.bipolar)
         return
     state.quantize_input_on_grid(node, x, quant.Attrs(FixedType(bits, grid, signed), narrow, q.rounding))
 
@@ -204,7 +210,7 @@ def bipolar_quant(state: ImportState, node: onnx.NodeProto) -> None:
         return
     fscale = Fraction(float(scale.ravel()[0]))
     if isinstance(x, RawInput):
-        state.quantize_input(node, x, fscale, Fraction(0), 1, True, False, Rounding.ROUND, True)
+        state.quantize_input(node, x, (fscale,), (Fraction(0),), 0, 1, Rounding.ROUND, True)
         return
     quant_of_affine(state, node, as_affine(state, node.input[0], node),
                     Quantizer((fscale,), (Fraction(0),), 0, 1, Rounding.ROUND, bipolar=True))

@@ -5,7 +5,9 @@ window geometry every window op shares (:func:`window`).
 
 An average is not a fixed-point number.  On a power-of-two grid with a power-of-two ``Quant``
 after it, ``AveragePool`` / ``GlobalAveragePool`` fuse with that Quant into one op
-(``avgpool`` / ``globalavgpool``: the window sum and one exact rational rounding).  Anywhere
+(``avgpool`` / ``globalavgpool``: the window sum and one exact rational rounding); with a QONNX
+``Trunc`` after it (power-of-two scale, zero point 0), with the Trunc's inner rounding onto its
+scale's grid, the Trunc's own rounding after it (:func:`_trunc_rounding`).  Anywhere
 else (float scales, zero points, a float-scaled Quant after it) the average is the exact
 window sum ``S`` (a depthwise convolution whose weights are all 1) with its real meaning
 ``s_x * S / n - z_x * s_x`` in flight, so that the Quant after it is one proven ``rescale``
@@ -21,8 +23,10 @@ import numpy as np
 import onnx
 
 from ...errors import UnsupportedModelError
-from ...ir.types import FixedType, power_of_two_exponent
-from ...ops import avgpool, conv, crop, flatten, globalavgpool, interpolate, maxpool, upsample
+from ...exact.rounding import Rounding, div_round_int
+from ...ir.types import MAX_WIDTH, FixedType, bits_for_range, power_of_two_exponent
+from ...ops import avgpool, conv, crop, flatten, globalavgpool, interpolate, maxpool, quant, upsample
+from ...ops import pad as pad_op
 from ..attributes import (attribute, ceil_mode_extra, explicit_pads, nearest_coordinates, nearest_sources,
                           required_attribute, schema_default)
 from ..inflight import ascending, move
@@ -64,10 +68,29 @@ def kernel_shape(node: onnx.NodeProto) -> tuple[int, ...]:
     return tuple(int(v) for v in required_attribute(node, "kernel_shape"))
 
 
+def window_dilations(state: ImportState, node: onnx.NodeProto, n: int, since: int) -> tuple[int, ...]:
+    """A pool's ``dilations`` (every 1 when absent), one positive value per spatial axis; refused
+    before opset ``since``, whose schema of the op has none (the file would mean two things)."""
+    given = attribute(node, "dilations")
+    if given is not None and state.opset < since:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute dilations={list(given)} is not in "
+                                    f"the opset {state.opset} schema of {node.op_type} (opset {since} or newer)")
+    dilations = tuple(int(v) for v in (given if given is not None else [1] * n))
+    if len(dilations) != n or min(dilations) < 1:
+        raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): attribute dilations={list(dilations)} is not "
+                                    f"one positive value per spatial axis")
+    return dilations
+
+
+def _dilated_span(kernel: tuple[int, ...], dilations: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple((k - 1) * d + 1 for k, d in zip(kernel, dilations))
+
+
 @handles("Pad")
 def pad(state: ImportState, node: onnx.NodeProto) -> None:
     """A constant zero Pad of the spatial axes read only by a Conv or an AveragePool: its
-    pads join theirs (a zero is real 0 on codes without a zero point)."""
+    pads join theirs (a zero is real 0 on codes without a zero point).  A ``reflect`` or
+    ``edge`` Pad copies codes: the ``pad`` op, read by anything (:func:`_copy_pad`)."""
     if state.opset < 11:
         mode, pads, value = attribute(node, "mode", "constant"), required_attribute(node, "pads"), \
             attribute(node, "value", 0.0)
@@ -80,9 +103,13 @@ def pad(state: ImportState, node: onnx.NodeProto) -> None:
     value = 0.0 if value is None or not np.size(value) else float(np.asarray(value).ravel()[0])
     users = state.users(node.output[0])
     rank = len(pads) // 2
-    if mode != "constant" or value != 0 or min(pads, default=0) < 0 or rank < 3 or any(pads[i] for i in (0, 1, rank, rank + 1)):
+    spatial = min(pads, default=0) >= 0 and rank >= 3 and not any(pads[i] for i in (0, 1, rank, rank + 1))
+    if mode in COPY_MODES and spatial:
+        _copy_pad(state, node, pad_op.Attrs(tuple(pads[2:rank] + pads[rank + 2:]), COPY_MODES[mode]))
+        return
+    if mode != "constant" or value != 0 or not spatial:
         raise UnsupportedModelError(f"node '{node.name}' (Pad): mode={mode} value={value} pads={pads}; only a constant "
-                                    "zero pad of the spatial axes is supported")
+                                    "zero pad, or a reflect or edge pad, of the spatial axes is supported")
     if len(users) != 1 or users[0].op_type not in ("Conv", "AveragePool"):
         raise UnsupportedModelError(f"node '{node.name}' (Pad): only a Pad read by exactly one Conv or AveragePool is "
                                     "supported (its pads join theirs)")
@@ -93,6 +120,20 @@ def pad(state: ImportState, node: onnx.NodeProto) -> None:
     state.values[node.output[0]] = Padded(x, tuple(pads[2:rank] + pads[rank + 2:]), node.name)
 
 
+#: ONNX Pad modes whose padding copies codes
+COPY_MODES = {mode.value: mode for mode in pad_op.PadMode}
+
+
+def _copy_pad(state: ImportState, node: onnx.NodeProto, attrs: pad_op.Attrs) -> None:
+    """A reflect or edge Pad: copies of codes, so any real meaning of the codes (a value in
+    flight, float scales, zero points) carries through."""
+    v = state.values.get(node.input[0])
+    if isinstance(v, Affine):
+        move(state, node, pad_op.OP, attrs, v)
+        return
+    state.add(node, pad_op.OP, [state.tensor(node.input[0], node)], attrs)
+
+
 @handles("MaxPool")
 def max_pool(state: ImportState, node: onnx.NodeProto) -> None:
     k = kernel_shape(node)
@@ -101,14 +142,16 @@ def max_pool(state: ImportState, node: onnx.NodeProto) -> None:
         raise UnsupportedModelError(f"node '{node.name}' (MaxPool): {n}D pooling is not supported (1D, 2D and 3D are)")
     if len(node.output) > 1 and node.output[1] and state.users(node.output[1]):
         raise UnsupportedModelError(f"node '{node.name}' (MaxPool): the Indices output is not supported")
-    s, pads = window(state, node, k)
+    dilations = window_dilations(state, node, n, since=10)
+    s, pads = window(state, node, k, dilations)
     f, x = _maximum_input(state, node)
     if int(attribute(node, "ceil_mode", 0)):
         # ONNX's ceil(...) + 1 outputs: the last windows reach past the end, into padding
         # that takes no part (a window entirely in it is refused by the op)
-        extra = ceil_mode_extra(state.type_of(x).shape[1:], k, s, pads)
+        extra = ceil_mode_extra(state.type_of(x).shape[1:], _dilated_span(k, dilations), s, pads)
         pads = tuple(pads[:n]) + tuple(p + e for p, e in zip(pads[n:], extra))
-    _maximum(state, node, f, x, maxpool.Attrs(k, s, tuple(pads) if any(pads) else ()))
+    _maximum(state, node, f, x, maxpool.Attrs(k, s, tuple(pads) if any(pads) else (),
+                                              dilations if max(dilations) > 1 else ()))
 
 
 @handles("GlobalMaxPool")
@@ -154,28 +197,36 @@ def average_pool(state: ImportState, node: onnx.NodeProto) -> None:
     if explicit and own_pads and not cip:
         raise UnsupportedModelError(f"node '{node.name}' (AveragePool): pads of its own with count_include_pad=0 after "
                                     "a Pad are not supported (the divisor would count some padding and not other)")
-    s, pads = window(state, node, k)
+    dilations = window_dilations(state, node, n, since=19)
+    s, pads = window(state, node, k, dilations)
     cip = cip or explicit
     on_grid = _average_on_grid(state, node)
     if int(attribute(node, "ceil_mode", 0) or 0):
-        pads = _ceil_pads(state, node, k, s, pads, refuse_partial=cip or not on_grid)
+        pads = _ceil_pads(state, node, k, s, pads, refuse_partial=cip or not on_grid, dilations=dilations)
+    dilated = dilations if max(dilations) > 1 else ()
+    inner = _trunc_rounding(state, node) if on_grid else None
+    if inner is not None:
+        state.add(node, avgpool.OP, [state.tensor(node.input[0], node)], avgpool.Attrs(k, s, pads, cip, inner, dilated))
+        return
     if on_grid:
-        state.defer_to_quant(node, avgpool.OP, lambda q: avgpool.Attrs(k, s, pads, cip, q), why)
+        state.defer_to_quant(node, avgpool.OP, lambda q: avgpool.Attrs(k, s, pads, cip, q, dilated), why)
         return
     if any(pads) and not cip:
         raise UnsupportedModelError(
             f"node '{node.name}' (AveragePool): count_include_pad=0 with pads {list(pads)} on real-scaled codes is not "
             "supported (its divisor varies by position; pad explicitly or use count_include_pad=1)")
-    _window_sum(state, node, k, s, pads)
+    _window_sum(state, node, k, s, pads, dilations)
 
 
-def _ceil_pads(state: ImportState, node: onnx.NodeProto, k, s, pads, refuse_partial: bool) -> tuple[int, ...]:
+def _ceil_pads(state: ImportState, node: onnx.NodeProto, k, s, pads, refuse_partial: bool,
+               dilations: tuple[int, ...] = ()) -> tuple[int, ...]:
     """``ceil_mode=1``: ONNX's ``ceil((L - k) / s) + 1`` outputs.  A last window that runs past
     the end averages its valid elements only (count_include_pad=0): the overhang is extra end
     padding of the exact average.  Refused with ``refuse_partial`` (count_include_pad=1 counts
     the declared pads and not the overhang; the window sum on real scales has one divisor)
     and where a window would lie past the input entirely."""
     n = len(k)
+    k = _dilated_span(k, dilations or (1,) * n)
     size = state.type_of(state.tensor(node.input[0], node)).shape[1:]
     extra = ceil_mode_extra(size, k, s, pads)
     for i, e in enumerate(extra):
@@ -196,7 +247,12 @@ def _ceil_pads(state: ImportState, node: onnx.NodeProto, k, s, pads, refuse_part
 @handles("GlobalAveragePool")
 def global_average_pool(state: ImportState, node: onnx.NodeProto) -> None:
     """The mean over the spatial axes (no attributes)."""
-    if _average_on_grid(state, node):
+    on_grid = _average_on_grid(state, node)
+    inner = _trunc_rounding(state, node) if on_grid else None
+    if inner is not None:
+        state.add(node, globalavgpool.OP, [state.tensor(node.input[0], node)], globalavgpool.Attrs(inner))
+        return
+    if on_grid:
         state.defer_to_quant(node, globalavgpool.OP, globalavgpool.Attrs,
                              "must be followed by exactly one Quant to be exact (an average is not a fixed-point "
                              "number)")
@@ -245,13 +301,39 @@ def _average_on_grid(state: ImportState, node: onnx.NodeProto) -> bool:
     scale, zero = (state.values.get(v) for v in q.input[1:3])
     if not isinstance(scale, Const) or not isinstance(zero, Const):
         return True
-    if q.op_type == "Trunc" and not drops_no_bits(state, q):
-        return False  # its rounding of the sum: the primitive
     return scale.value.size == 1 and power_of_two_exponent(scale.value) is not None and not np.any(zero.value)
 
 
-def _window_sum(state: ImportState, node: onnx.NodeProto, kernel: tuple[int, ...], strides, pads) -> None:
-    """The exact window sum ``S`` of each channel, its average in flight as an Affine."""
+def _trunc_rounding(state: ImportState, node: onnx.NodeProto) -> quant.Attrs | None:
+    """The inner rounding of the QONNX ``Trunc`` (v2) reading an average on a power-of-two grid
+    with a power-of-two scale ``s`` and zero point 0, where it drops bits: ``u = round(avg / s)``
+    half to even, unclamped (``trunc_v2`` clamps only after its division by ``t``), as the
+    Quant the average fuses with -- its type holds every such ``u`` (an average lies between
+    the least and the greatest code of its input, 0 included: the padding), so it never
+    saturates.  The Trunc then rounds ``u / t`` (``u`` on its scale's grid: its own inner
+    rounding is the identity).  None for any other reader."""
+    users = state.users(node.output[0])
+    if len(users) != 1 or users[0].op_type != "Trunc" or len(users[0].input) != 6 or drops_no_bits(state, users[0]):
+        return None
+    scale, zero = (state.values.get(v) for v in users[0].input[1:3])
+    if not (isinstance(scale, Const) and isinstance(zero, Const)) or scale.value.size != 1 or \
+            power_of_two_exponent(scale.value) is None or np.any(zero.value):
+        return None
+    frac = -int(power_of_two_exponent(scale.value).ravel()[0])
+    x = state.type_of(state.tensor(node.input[0], node))
+    lo, hi = (div_round_int(v << max(frac - x.ftype.frac, 0), 1 << max(x.ftype.frac - frac, 0), Rounding.ROUND)
+              for v in (min(x.lo, 0), max(x.hi, 0)))
+    width, signed = bits_for_range(lo, hi)
+    if width > MAX_WIDTH:
+        raise UnsupportedModelError(f"node '{users[0].name}' (Trunc): the average's values on its scale "
+                                    f"{float(scale.value.ravel()[0]):g} need {width} bits (at most {MAX_WIDTH})")
+    return quant.Attrs(FixedType(width, frac, signed), False, Rounding.ROUND)
+
+
+def _window_sum(state: ImportState, node: onnx.NodeProto, kernel: tuple[int, ...], strides, pads,
+                dilations: tuple[int, ...] = ()) -> None:
+    """The exact window sum ``S`` of each channel, its average in flight as an Affine; a dilated
+    window sums its taps with a kernel of ones between zeros."""
     x = state.tensor(node.input[0], node)
     pairs = state.code_scale(x).each()
     zeros = [z for _, z in pairs if z]
@@ -259,7 +341,9 @@ def _window_sum(state: ImportState, node: onnx.NodeProto, kernel: tuple[int, ...
         raise UnsupportedModelError(f"node '{node.name}' ({node.op_type}): a zero point {float(zeros[0]):g} on a padded "
                                     "input is not supported (the padding is real 0, not code 0)")
     c = state.type_of(x).shape[0]
-    ones = np.ones((c, 1, *kernel), dtype=np.int64)
+    dilations = dilations or (1,) * len(kernel)
+    ones = np.zeros((c, 1, *_dilated_span(kernel, dilations)), dtype=np.int64)
+    ones[(slice(None), slice(None)) + tuple(slice(None, None, d) for d in dilations)] = 1
     state.add(node, conv.OP, [x], conv.Attrs(ones, FixedType(1, 0, False), None, None, tuple(strides), tuple(pads),
                                             group=c))
     count = math.prod(kernel)

@@ -5,8 +5,10 @@ Tessera's reading of it.
 come from the IR the frontend builds.  This module closes the loop to the model itself: the
 user's original file runs in ONNX's own reference evaluator (``onnx.reference``), with
 qonnx's functions for the QONNX custom ops (``Quant`` / ``IntQuant``, ``BipolarQuant``, ``Trunc``,
-``MultiThreshold``), in float64 (initializers, inputs and every float tensor upcast), and its
-output must equal the exact reference's on every sample.
+``MultiThreshold``), and for the recurrent cells no ONNX runtime executes (``QuantLSTMCell``,
+``QuantGRUCell``, ``QuantConvLSTMCell``) the float64 cell executor of :mod:`.cells`,
+in float64 (initializers, inputs and every float tensor upcast), and its output must equal the
+exact reference's on every sample.
 
 float64 decides every value of a power-of-two quantized model exactly except where the
 model itself divides or calls a transcendental function (an average, a sigmoid): a Quant
@@ -27,11 +29,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from .errors import first_line
-from .frontend.load import RECURRENT_OPS
-from .ir.graph import pack
-from .reference.interpret import run_ir
-from .verdict import Difference, Execution, IndependentReport, NodeDifference, UndecidableSample
+from ..errors import first_line
+from ..frontend.load import RECURRENT_OPS
+from ..ir.graph import pack
+from ..reference.interpret import run_ir
+from ..verdict import Difference, Execution, IndependentReport, NodeDifference, UndecidableSample
+from .cells import cell_ops
 
 #: A Quant's pre-rounding value this close (relative) to a rounding boundary of its mode is
 #: one float64 may misplace: it rounds each division or transcendental once (2**-53
@@ -40,6 +43,8 @@ BOUNDARY_DISTANCE = 2.0**-40
 #: The domains of the QONNX custom ops (qonnx's own, and the names older exports use).
 QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas")
 EXECUTOR = "the user's model (ONNX reference evaluator, float64, qonnx's QONNX ops)"
+#: The executor's name where the file has recurrent cells (run by :mod:`.cells`).
+CELL_EXECUTOR = "the user's model (ONNX reference evaluator, float64, qonnx's QONNX ops, the cell executor)"
 #: Differences listed in the report at most; differing samples diagnosed node by node at most.
 LISTED = 10
 DIAGNOSED = 50
@@ -57,7 +62,8 @@ def _text(v) -> str:
 
 def qonnx_ops() -> list[type]:
     """ONNX reference-evaluator ops for the QONNX custom ops of every domain, each calling
-    qonnx's own function (no code of Tessera's semantics)."""
+    qonnx's own function (no code of Tessera's semantics), and the recurrent cells
+    (:func:`.cells.cell_ops`)."""
     from onnx.reference.op_run import OpRun
     from qonnx.custom_op.general.bipolar_quant import binary_quant
     from qonnx.custom_op.general.multithreshold import multithreshold
@@ -84,7 +90,8 @@ def qonnx_ops() -> list[type]:
             "MultiThreshold": run_multithreshold}
     return [type(op, (OpRun,), {"op_domain": domain, "_run": fn, "__module__": __name__})
             for domain in QONNX_DOMAINS for op, fn in runs.items()] + [_inference_batchnorm(OpRun), _global_max_pool(OpRun),
-                                                                  _max_pool(OpRun), *_linear_quantizers(OpRun)]
+                                                                  _max_pool(OpRun), *_linear_quantizers(OpRun),
+                                                                  *cell_ops(OpRun, QONNX_DOMAINS)]
 
 
 def _linear_quantizers(base: type) -> list[type]:
@@ -230,6 +237,14 @@ def float64_model(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
+def _fixed_shape(value: onnx.ValueInfoProto) -> tuple[int, ...] | None:
+    """A graph input's whole declared shape, batch included, where every dimension is fixed."""
+    dims = value.type.tensor_type.shape.dim
+    if not dims or not all(d.HasField("dim_value") and d.dim_value > 0 for d in dims):
+        return None
+    return tuple(int(d.dim_value) for d in dims)
+
+
 class IndependentExecutor:
     """The user's file in float64 in ONNX's reference evaluator: :meth:`run` gives its output
     for real-valued inputs, :meth:`run_all` every node's output too."""
@@ -253,6 +268,9 @@ class IndependentExecutor:
             self.outputs = [last.input[0]]
         self.input_dims = [[d.dim_value if d.HasField("dim_value") else 0 for d in i.type.tensor_type.shape.dim[1:]]
                            for i in ins]
+        #: each input's whole declared shape where every dimension is fixed (else None): a
+        #: time-major file ((T, 1, F): brevitas' batch_first=False) holds one sample in it
+        self.whole_shapes = [_fixed_shape(i) for i in ins]
         # a batch dimension fixed to 1 (e.g. a Reshape to (1, -1)): one sample at a time
         self.per_sample = any(len(dims) > 0 and dims[0].HasField("dim_value") and dims[0].dim_value == 1
                               for dims in (i.type.tensor_type.shape.dim for i in ins))
@@ -275,28 +293,42 @@ class IndependentExecutor:
 
     def _feeds(self, x: np.ndarray | list[np.ndarray]) -> list[np.ndarray]:
         """Each input's float64 array (one input: ``x``; several: ``x`` is their list), in the
-        file's shape (the design's input may be the model's reshaped)."""
+        file's shape (the design's input may be the model's reshaped; a sample that fills a
+        file's whole fixed shape -- time-major, ``(T, 1, F)`` -- in that shape, one per row)."""
         xs = [x] if len(self.inputs) == 1 else list(x)
         feeds = []
-        for a, dims in zip(xs, self.input_dims):
+        for a, dims, whole in zip(xs, self.input_dims, self.whole_shapes):
             a = np.asarray(a, dtype=np.float64)
-            if dims and all(dims) and a[0].size == int(np.prod(dims)):
+            if self._one_sample(a, whole):
+                a = a.reshape(len(a), *whole)
+            elif dims and all(dims) and a[0].size == int(np.prod(dims)):
                 a = a.reshape(len(a), *dims)
             feeds.append(a)
         return feeds
 
+    @staticmethod
+    def _one_sample(a: np.ndarray, whole: tuple[int, ...] | None) -> bool:
+        """Whether one sample of ``a`` fills the file's whole fixed input shape ``whole`` whose
+        batch is not its leading axis (a time-major sequence of batch 1)."""
+        return whole is not None and len(whole) > 1 and whole[0] != 1 and a[0].size == int(np.prod(whole))
+
     def _evaluate(self, session, names: list[str], x: np.ndarray | list[np.ndarray]) -> list[np.ndarray]:
         feeds = self._feeds(x)
-        n, step = len(feeds[0]), 1 if self.per_sample else 256
+        # rows that are the file's whole input (time-major): run one by one, each row as it is
+        rows = [w is not None and w[0] != 1 and a.shape[1:] == tuple(w) for a, w in zip(feeds, self.whole_shapes)]
+        n, step = len(feeds[0]), 1 if self.per_sample or any(rows) else 256
+        chunk = lambda a, row, i: a[i] if row else a[i:i + step]  # noqa: E731
         try:
-            outs = [session.run(names, {k: a[i:i + step] for k, a in zip(self.inputs, feeds)}) for i in range(0, n, step)]
+            outs = [session.run(names, {k: chunk(a, row, i) for k, a, row in zip(self.inputs, feeds, rows)})
+                    for i in range(0, n, step)]
         except Exception as exc:  # noqa: BLE001
             raise IndependentError(first_line(exc)) from None
         joined = []
         for k in range(len(names)):
             parts = [np.asarray(o[k], dtype=np.float64) for o in outs]
-            # shape arithmetic (Shape/Gather) yields scalars: one per chunk
-            joined.append(np.stack(parts) if parts[0].ndim == 0 else np.concatenate(parts))
+            # shape arithmetic (Shape/Gather) yields scalars: one per chunk; a time-major
+            # file's values hold one sample each: one row per sample
+            joined.append(np.stack(parts) if parts[0].ndim == 0 or any(rows) else np.concatenate(parts))
         return joined
 
     def run(self, x: np.ndarray | list[np.ndarray]) -> np.ndarray:
@@ -309,6 +341,14 @@ class IndependentExecutor:
         if self._all is None:
             self._all = self._session(names)
         return dict(zip(names, self._evaluate(self._all, names, x)))
+
+
+def run_file(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every graph output of the user's file on ``feeds`` (input name -> array, in the file's
+    own shape, batch included), run in float64 as the independent check runs it."""
+    executor = IndependentExecutor(model, outputs=[o.name for o in model.graph.output])
+    values = executor.session.run(executor.outputs, {k: np.asarray(v, dtype=np.float64) for k, v in feeds.items()})
+    return {name: np.asarray(v, dtype=np.float64) for name, v in zip(executor.outputs, values)}
 
 
 @dataclass(frozen=True)
@@ -427,7 +467,8 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
     ``unrunnable``: op types of the model no ONNX executor runs (no check then)."""
     if unrunnable:
         return IndependentReport(None, Execution.NO_EXECUTOR, f"no ONNX executor runs {', '.join(unrunnable)}")
-    rep = IndependentReport(EXECUTOR)
+    cells = any(n.op_type in RECURRENT_OPS for n in model.graph.node)
+    rep = IndependentReport(CELL_EXECUTOR if cells else EXECUTOR)
     n = len(codes)
     try:
         executor = IndependentExecutor(model, softmax=graph.softmax is not None,
@@ -472,5 +513,5 @@ def independent_check(model: onnx.ModelProto, graph, codes: np.ndarray, ref: np.
     return rep
 
 
-__all__ = ["BOUNDARY_DISTANCE", "Diagnosis", "EXECUTOR", "IndependentError", "IndependentExecutor", "diagnose",
-           "float64_model", "independent_check", "output_differences", "qonnx_ops"]
+__all__ = ["BOUNDARY_DISTANCE", "CELL_EXECUTOR", "Diagnosis", "EXECUTOR", "IndependentError", "IndependentExecutor", "diagnose",
+           "float64_model", "independent_check", "output_differences", "qonnx_ops", "run_file"]

@@ -1,0 +1,1 @@
+nnet::tessera_pad_${form}<${input_t}, ${output_t}, ${config}>(${input}, ${output});

@@ -1,0 +1,1 @@
+nnet::tessera_piecewise_${form}<${input_t}, ${output_t}, ${config}>(${input}, ${output}, ${start}, ${mult}, ${add});
