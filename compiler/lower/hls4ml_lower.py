@@ -90,6 +90,7 @@ class HlsLowering:
         self.held: dict[str, str] = {}  # value -> the hls4ml precision it is held in
         self.layer_of: dict[str, str] = {}
         self.perm: dict[str, np.ndarray] = {}
+        self.layouts: dict[str, Layout] = {}  # value -> how it is stored (never SAME)
         self.size = size_guard(graph, opts.io_type, opts.maximum_size, opts.register_bits, opts.part)
 
     def flat_perm(self, value: str) -> np.ndarray:
@@ -109,6 +110,7 @@ class HlsLowering:
         layer = dict(layer, name=name, inputs=[self.layer_of[v] for v in node.inputs])
         out = self.graph.values[node.output]
         self.perm[node.output] = self.perm[node.inputs[0]] if layout == Layout.SAME else self.layout_perm(out.shape, layout)
+        self.layouts[node.output] = self.layouts.get(node.inputs[0], Layout.CHANNELS) if layout == Layout.SAME else layout
         self.layers.append(layer)
         self.precisions[name] = {"Precision": precision, "ReuseFactor": self.opts.layer_reuse.get(node.name, self.opts.reuse)}
         self.layer_of[node.output] = name
@@ -127,6 +129,24 @@ class HlsLowering:
         self.layer_of[node.output] = self.layer_of[node.inputs[0]]
         self.held[node.output] = self.held.get(node.inputs[0])
         self.perm[node.output] = perm
+        self.layouts[node.output] = self.layouts.get(node.inputs[0], Layout.CHANNELS)
+
+    def stream_words(self, value: str) -> int:
+        """io_stream: the words ``value``'s stream carries.  A flatten (hls4ml ``Reshape`` to one
+        axis) is hls4ml's in-place stream flatten (``InplaceStreamFlatten``): its input's stream,
+        word for word; a (C, *spatial) map channels-last has a word per position, a (T, F)
+        sequence stored step by step one per step, (T, C, H, W) frames one per pixel per frame."""
+        layer = next(L for L in self.layers if L["name"] == self.layer_of[value])
+        node = next((n for n in self.graph.nodes if n.output == value), None)
+        if layer["class_name"] == "Reshape" and node is not None:
+            return self.stream_words(node.inputs[0])
+        shape = self.graph.values[value].shape
+        layout = self.layouts.get(value, Layout.CHANNELS)
+        if len(shape) == 1:
+            return 1
+        if layout == Layout.SEQUENCE and len(shape) == 4:
+            return shape[0] * shape[2] * shape[3]
+        return int(np.prod(shape[1:])) if layout == Layout.CHANNELS else int(np.prod(shape[:-1]))
 
     def held_int_bits(self, value: str) -> int:
         """The integer bits of the type ``value`` is held in (as its producer wrote it)."""
@@ -199,6 +219,7 @@ class HlsLowering:
             self.perm[value] = sequence_perm(tin.shape)
         else:
             self.perm[value] = channels_last_perm(tin.shape) if len(tin.shape) > 2 or signal else np.arange(tin.size)
+        self.layouts[value] = layout if len(tin.shape) > 2 or signal else Layout.FLAT
 
     def reaches_window(self, value: str) -> bool:
         """Whether ``value`` feeds a window, scatter or map op (through elementwise ops) on any of its

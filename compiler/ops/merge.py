@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.types import TensorType
-from .base import Layout, OpDef, Trait, check_width
+from .base import IoType, Layout, OpDef, Trait, check_width
 from .base.extension import Extension, LayerConfig, MergeCall, Weight, out_shape_attr
 from .base.cost import elementwise_work
 
@@ -126,6 +126,18 @@ class Concat(OpDef[Attrs]):
 
     def lower(self, attrs, hls, node, ins, out):
         a, b = ins
+        words = a.shape[0] if attrs.features else int(np.prod(a.shape[1:]))
+        layout = Layout.FLAT if attrs.features else Layout.CHANNELS
+        for value, t in zip(node.inputs, ins):
+            if not np.array_equal(hls.flat_perm(value), hls.layout_perm(t.shape, layout)):
+                raise UnsupportedModelError(
+                    f"node '{node.name}': its input '{value}' of shape {tuple(t.shape)} is stored in another order "
+                    f"than the concatenation reads (a flatten of a map stored channels-last); not supported")
+            if hls.opts.io_type == IoType.STREAM and hls.stream_words(value) != words:
+                raise UnsupportedModelError(
+                    f"node '{node.name}': in io_stream its input '{value}' of shape {tuple(t.shape)} is a flatten "
+                    f"whose stream keeps the {hls.stream_words(value)} words of the map before it, where the "
+                    f"concatenation reads {words} per input; not supported (compile with --io-type parallel)")
         if attrs.features:  # (T, F) sequences are stored step by step: the steps are the positions
             hls.add_layer(node, {"class_name": "TesseraConcat", "n_pos": a.shape[0], "n_chan1": a.shape[1],
                                 "n_chan2": b.shape[1], "out_shape": list(out.shape)},
