@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -103,13 +104,22 @@ def _verify(model: Path, prj: Path, samples: int) -> dict:
 
 
 def _synth(prj: Path, target: str, place: bool, clock: float, minutes: float) -> dict:
+    """``synth`` of the project; where place and route is predicted past the budget, the
+    synthesis alone (its counts), with the prediction's line kept as ``place_refused``."""
     from tessera.compiler.errors import TesseraError
-    from tessera.compiler.synth.run import SynthOptions, synthesize
+    from tessera.compiler.synth.run import SynthOptions, predict, rtl_design, synthesize
 
+    options = SynthOptions(target, clock, minutes, place)
+    place_refused = None
+    predicted = predict(rtl_design(prj), options.spec, place) if place and target.startswith("ecp5") else None
+    if predicted is not None and predicted.seconds > minutes * 60:
+        place_refused = f"not placed: nextpnr predicted {predicted.place_s / 60:.0f} min > {minutes:g}"
+        options = SynthOptions(target, clock, minutes, False)
     try:
-        return synthesize(prj, SynthOptions(target, clock, minutes, place)).to_json()
-    except TesseraError as exc:
-        return {"refused": str(exc)}
+        result = synthesize(prj, options).to_json()
+    except TesseraError as exc:  # its log's path is this machine's: the project folder keeps it
+        return {"refused": re.sub(r" \(its log: [^)]*\)", "", str(exc))}
+    return {**result, "place_refused": place_refused} if place_refused else result
 
 
 def _compile(model: Path, prj: Path, row: Row, pipeline: int) -> dict:
@@ -176,7 +186,7 @@ def lut_error(row: dict) -> float | None:
 def _fmax(synth: dict) -> str:
     place = synth.get("place") if synth else None
     if not place:
-        return synth.get("refused", "-")[:60] if synth else "-"
+        return (synth.get("place_refused") or synth.get("refused") or "-") if synth else "-"
     return f"{place['fmax_mhz']:.1f} MHz" if place.get("fmax_mhz") else "not routed"
 
 
@@ -211,8 +221,9 @@ def render(doc: dict, path: Path) -> None:
         "float64), `estimate --backend rtl`, `synth --target xcup` (Yosys) and `synth --target ecp5-85k` (Yosys, "
         "nextpnr place and route at the row's clock).", "",
         f"**{len(measured)} designs RTL-verified: {sum(r['verify']['outputs'] for r in measured):,} outputs, "
-        f"{sum(r['verify']['mismatches'] for r in measured)} mismatches.** Estimator against Yosys (xcup LUTs): "
-        f"median |error| {100 * float(np.median(errors)):.1f} % over {len(errors)} designs" if errors else "", "",
+        f"{sum(r['verify']['mismatches'] for r in measured)} mismatches.**",
+        (f"Estimator against Yosys (xcup LUTs): median |error| {100 * float(np.median(errors)):.1f} % over "
+         f"{len(errors)} designs." if errors else "No design was synthesized for xcup."), "",
         "| model | RTL-verified samples / outputs / mismatches | latency (cycles) | estimate LUT / FF | xcup LUT / FF / "
         "carry | LUT error | ECP5-85k LUT4 slots / FF | routed Fmax | Fmax at other --pipeline | seconds xcup / ecp5 |",
         "|---|---|---|---|---|---|---|---|---|---|",
