@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..compiler.errors import TesseraError, ToolchainError, first_line
+from ..compiler.files import write_atomically
 
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -121,16 +122,6 @@ def check_output_path(path: Path, option: str, folder: bool = False) -> None:
         raise click.BadParameter(f"{parent} is a file, not a folder", param_hint=option)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary sibling renamed at the end: an
-    interrupted write leaves no partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def parse_bytes(text: str) -> int:

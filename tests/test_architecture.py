@@ -108,7 +108,7 @@ def training_compiler_imports() -> list[str]:
 #: The compiler's layers, bottom up (docs/architecture.md): a module imports only modules of
 #: its own layer or of lower ones.  Exact arithmetic knows nothing above it; the IR knows no op.
 LAYERS: dict[str, int] = {
-    "errors": 0, "observer": 0, "verdict": 0, "exact": 1, "ir": 2, "ops": 3, "frontend": 4, "passes": 5, "pipeline": 6, "samples": 6,
+    "errors": 0, "files": 0, "observer": 0, "verdict": 0, "exact": 1, "ir": 2, "ops": 3, "frontend": 4, "passes": 5, "pipeline": 6, "samples": 6,
     "reference": 7, "lower": 7, "rtl": 7, "independent": 7, "project": 8, "writer": 8, "partition": 9, "sim": 10,
     "estimate": 11, "hlscheck": 11, "synth": 11, "verify": 12, "report": 13, "api": 14,
 }

@@ -11,13 +11,13 @@ figure comes from."""
 from __future__ import annotations
 
 import datetime
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from ... import __version__
 from ...hls_templates import Fields, path as template_path, render
+from ..files import write_atomically
 from ..project import Manifest
 from ..synth.run import SynthReport
 from .checks import partition_section, synthesis_section, verification_section
@@ -197,14 +197,7 @@ def write_report(prj: str | Path, out: str | Path | None = None) -> Path:
     temporary sibling renamed at the end; its path."""
     html = render_page(prj)
     path = Path(out) if out is not None else Path(prj) / REPORT_HTML
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(html, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path.resolve()
+    return write_atomically(path, html).resolve()
 
 
 __all__ = ["REPORT_HTML", "ReportPage", "ReportSection", "render_page", "write_report"]

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ... import __version__
+from ..files import write_atomically
 from ..errors import ProjectError
 from ..verdict import VerifyReport
 
@@ -120,14 +121,7 @@ class VerificationRecord:
 
     def write(self, prj: str | Path) -> Path:
         """Write through a temporary sibling renamed at the end."""
-        path = Path(prj) / VERIFY_JSON
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            tmp.write_text(json.dumps(self.to_json(), indent=1))
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return path
+        return write_atomically(Path(prj) / VERIFY_JSON, json.dumps(self.to_json(), indent=1))
 
     @classmethod
     def read(cls, prj: str | Path) -> "VerificationRecord | None":

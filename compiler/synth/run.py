@@ -10,12 +10,12 @@ ECP5 package's IOs is synthesized behind the serial wrapper (``wrapper.py``)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_atomically
 from ..errors import ProjectError, UnsupportedModelError
 from ..observer import SILENT, Observer
 from ..project import Manifest
@@ -176,14 +176,7 @@ class SynthReport:
 
     def write(self, prj: str | Path) -> Path:
         """Write through a temporary sibling renamed at the end."""
-        path = Path(prj) / SYNTH_JSON
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            tmp.write_text(json.dumps(self.to_json(), indent=1))
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return path
+        return write_atomically(Path(prj) / SYNTH_JSON, json.dumps(self.to_json(), indent=1))
 
 
 def rtl_design(prj: Path) -> RtlDesign:

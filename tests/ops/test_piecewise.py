@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -123,14 +122,14 @@ def test_sixteen_bit_floors_proven_from_the_arithmetic_equal_the_definition_on_e
 
 
 def test_a_sixteen_bit_step_over_a_wide_accumulator_places_no_threshold(monkeypatch):
-    """65,535 levels on 2**17 codes: proven from the arithmetic in well under a second,
-    :func:`requant.thresholds` never called; then checked on every code."""
+    """65,535 levels on 2**17 codes: proven from the arithmetic, :func:`requant.thresholds`
+    never called (no threshold enumerated: no assertion on time, which a busy machine moves);
+    then checked on every code."""
     monkeypatch.setattr(requant, "thresholds", lambda *a, **k: pytest.fail("a threshold was enumerated"))
     step = Step(_f32(0.0123) * _f32(0.37) / _f32(0.000871), Fraction(-77, 3), Rounding.ROUND, *WIDE)
     lo, hi = -(1 << 16), (1 << 16) - 1
-    t0 = time.perf_counter()
     segs = segments(step, lo, hi)
-    assert time.perf_counter() - t0 < 1.0 and len(segs) == 1 and segs[0].proven
+    assert len(segs) == 1 and segs[0].proven
     xs = np.arange(lo, hi + 1)
     got = np.clip((xs.astype(object) * segs[0].form.mult + segs[0].form.add) >> segs[0].form.shift, *WIDE)
     assert np.array_equal(got.astype(np.int64), Pieces((), (step,)).codes(xs))
