@@ -167,6 +167,16 @@ def test_an_input_quantized_twice_per_channel_is_refused(tmp_path):
                         r"and 'Quant_y1' is no one quantizer .* quantized per channel")
 
 
+def test_an_input_quantized_twice_at_sixteen_bits_is_refused_before_any_threshold_is_searched(tmp_path):
+    """Two 16-bit quantizers: up to 131,071 cells, more than a table holds; refused from the
+    code counts alone (searching 131,070 float64 thresholds first once took minutes)."""
+    inits = [_const("s", 2.0 ** -8), _const("s2", 0.003), _const("z", 0.0), _const("b", 16.0)]
+    nodes = [_quant("x", "y1", "s", "z", "b"), _quant("x", "y2", "s2", "z", "b")]
+    refused_in_one_line(_save(tmp_path / "m.onnx", nodes, inits, (4,), ["y1", "y2"]),
+                        r"node 'Quant_y2' quantizes the graph input that node 'Quant_y1' quantizes, differently: "
+                        r"its 2 quantizers have 131,071 codes in all, .* more than the 65,536 a table holds")
+
+
 def test_a_quantizer_varying_over_the_positions_of_a_map_is_refused(tmp_path):
     inits = [_const("s", np.linspace(0.1, 0.5, 12).reshape(1, 3, 2, 2)), _const("z", 0.0), _const("b", 8.0)]
     refused_in_one_line(_save(tmp_path / "m.onnx", [_quant("x", "y", "s", "z", "b")], inits, (3, 2, 2), ["y"]),
